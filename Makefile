@@ -1,0 +1,224 @@
+# SPDX-License-Identifier: MIT
+#
+# stalloc - top-level Makefile (GNU make; no autotools, no CMake)
+#
+#   make                  library, tools, fake driver        -> build/
+#   make check            build and run every test (SANITIZE=1: ASan+UBSan)
+#   make bench            benchmarks, numbers printed
+#   make demo             the README's main job
+#   make install          PREFIX=/usr/local DESTDIR=
+#   make deps             install missing Debian packages (root)
+#   make format-check     clang-format, house style
+#   make lint             cppcheck and clang-tidy
+#
+# Outputs go under $(O) (default build/, build/san/ with SANITIZE=1).
+# V=1 shows the commands.
+
+VERSION_MAJOR := 0
+VERSION_MINOR := 1
+VERSION_PATCH := 0
+VERSION := $(VERSION_MAJOR).$(VERSION_MINOR).$(VERSION_PATCH)
+
+SANITIZE ?= 0
+ifeq ($(SANITIZE),1)
+O ?= build/san
+else
+O ?= build
+endif
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCDIR ?= $(PREFIX)/include
+BINDIR ?= $(PREFIX)/bin
+CUDA_HOME ?= /usr/local/cuda
+PKG_CONFIG ?= pkg-config
+CC ?= cc
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+# Goals that must work before the dependencies are installed.
+NODEP_GOALS := deps clean distclean format-check format help
+ifneq ($(filter-out $(NODEP_GOALS),$(or $(MAKECMDGOALS),all)),)
+ifneq ($(shell $(PKG_CONFIG) --exists liburcu-bp && echo y),y)
+$(error liburcu-bp not found by pkg-config: run "make deps" first)
+endif
+endif
+
+HAVE_CUDA_H := $(shell test -f $(CUDA_HOME)/include/cuda.h && echo y)
+HAVE_CMOCKA := $(shell $(PKG_CONFIG) --exists cmocka && echo y)
+
+WARNINGS := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes \
+	-Wstrict-prototypes -Wold-style-definition -Wformat=2 \
+	-Wformat-security -Wpointer-arith -Wcast-align -Wundef -Wvla \
+	-Wwrite-strings -Wnull-dereference -Wimplicit-fallthrough \
+	-Wno-unused-parameter -Wno-missing-field-initializers
+
+BASE_CFLAGS := -std=gnu11 -g -O2 -fPIC -fvisibility=hidden \
+	-fno-strict-aliasing -D_GNU_SOURCE -Iinclude $(WARNINGS)
+ifeq ($(SANITIZE),1)
+BASE_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer \
+	-fno-sanitize-recover=undefined
+SAN_LDFLAGS := -fsanitize=address,undefined
+endif
+
+URCU_CFLAGS := $(shell $(PKG_CONFIG) --cflags liburcu-bp 2>/dev/null)
+URCU_LIBS := $(shell $(PKG_CONFIG) --libs liburcu-bp 2>/dev/null)
+CMOCKA_CFLAGS := $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
+CMOCKA_LIBS := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
+CUDA_CFLAGS := -isystem $(CUDA_HOME)/include
+
+ALL_CFLAGS = $(BASE_CFLAGS) $(URCU_CFLAGS) $(CFLAGS)
+LIB_LDLIBS := $(URCU_LIBS) -ldl -lpthread
+
+# ---------------------------------------------------------------- library
+LIB_SRCS := lib/util.c vmm/space.c vmm/map.c vmm/backend-host.c
+ifeq ($(HAVE_CUDA_H),y)
+LIB_SRCS += vmm/backend-cuda.c
+else
+LIB_SRCS += vmm/backend-cuda-none.c
+endif
+LIB_OBJS := $(LIB_SRCS:%.c=$(O)/obj/%.o)
+
+SONAME := libstalloc.so.$(VERSION_MAJOR)
+LIB_SO := $(O)/libstalloc.so.$(VERSION)
+LIB_A := $(O)/libstalloc-internal.a
+
+# ---------------------------------------------------------------- tests
+FAKE_SO := $(O)/libcuda-fake.so
+FAKE_SRCS := $(wildcard tests/fakecuda/fakecuda*.c)
+TEST_NAMES := test-vmm test-util
+TEST_BINS := $(TEST_NAMES:%=$(O)/tests/%)
+ifeq ($(HAVE_CUDA_H),y)
+TEST_BINS += $(O)/tests/fakecuda-selftest
+endif
+BENCH_BINS := $(O)/bench/bench-vmm
+DEMO_BIN := $(O)/stalloc-vmm-demo
+
+PROGRAMS :=
+
+.PHONY: all check bench demo install uninstall deps clean distclean \
+	format format-check lint help tests
+
+all: $(LIB_SO) $(O)/libstalloc.so $(LIB_A) $(PROGRAMS) \
+	$(if $(HAVE_CUDA_H),$(FAKE_SO)) $(O)/stalloc.pc
+
+$(O)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) $(if $(findstring backend-cuda,$<),$(CUDA_CFLAGS)) \
+		-MMD -MP -c -o $@ $<
+
+$(LIB_SO): $(LIB_OBJS) lib/libstalloc.map
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -shared -Wl,-soname,$(SONAME) \
+		-Wl,--version-script=lib/libstalloc.map -Wl,--no-undefined \
+		-Wl,-z,defs $(SAN_LDFLAGS) $(LDFLAGS) -o $@ $(LIB_OBJS) \
+		$(LIB_LDLIBS)
+
+$(O)/libstalloc.so: $(LIB_SO)
+	$(Q)ln -sf libstalloc.so.$(VERSION) $(O)/$(SONAME)
+	$(Q)ln -sf libstalloc.so.$(VERSION) $@
+
+$(LIB_A): $(LIB_OBJS)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(O)/stalloc.pc: lib/stalloc.pc.in Makefile
+	@mkdir -p $(O)
+	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+		-e 's|@INCDIR@|$(INCDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+$(FAKE_SO): $(FAKE_SRCS) $(wildcard tests/fakecuda/*.h)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(BASE_CFLAGS) $(CUDA_CFLAGS) $(CFLAGS) -shared \
+		$(SAN_LDFLAGS) -o $@ $(FAKE_SRCS) -lpthread
+
+# Test programs link the internal archive: they test internal interfaces.
+TEST_CFLAGS = $(ALL_CFLAGS) $(CMOCKA_CFLAGS) -I. -Wno-cast-align
+TEST_LDLIBS = $(LIB_A) $(CMOCKA_LIBS) $(LIB_LDLIBS)
+
+$(O)/tests/%: tests/%.c $(LIB_A) tests/vmm-fixture.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(TEST_CFLAGS) $(SAN_LDFLAGS) -o $@ $< $(TEST_LDLIBS)
+
+$(O)/tests/fakecuda-selftest: tests/fakecuda/selftest.c $(FAKE_SO)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(TEST_CFLAGS) $(CUDA_CFLAGS) $(SAN_LDFLAGS) -o $@ $< \
+		$(CMOCKA_LIBS) -ldl -lpthread
+
+$(O)/bench/%: bench/%.c $(LIB_A) tests/vmm-fixture.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(TEST_CFLAGS) $(SAN_LDFLAGS) -o $@ $< $(TEST_LDLIBS)
+
+$(DEMO_BIN): tests/vmm-demo.c $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(TEST_CFLAGS) $(SAN_LDFLAGS) -o $@ $< $(TEST_LDLIBS)
+
+tests: all $(TEST_BINS)
+
+check: tests
+ifneq ($(HAVE_CMOCKA),y)
+	$(error cmocka not found by pkg-config: run "make deps" first)
+endif
+	$(Q)O=$(O) HAVE_CUDA_H=$(HAVE_CUDA_H) sh tests/run-tests.sh
+
+bench: all $(BENCH_BINS)
+	$(Q)$(O)/bench/bench-vmm host
+ifeq ($(HAVE_CUDA_H),y)
+	$(Q)STALLOC_LIBCUDA=$(abspath $(FAKE_SO)) $(O)/bench/bench-vmm cuda
+endif
+
+demo: all $(DEMO_BIN)
+	$(Q)STALLOC_BACKEND=$${STALLOC_BACKEND:-auto} $(DEMO_BIN)
+
+install: all
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR)/stalloc \
+		$(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR)
+	install -m 0755 $(LIB_SO) $(DESTDIR)$(LIBDIR)/
+	ln -sf libstalloc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf libstalloc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libstalloc.so
+	install -m 0644 include/stalloc/*.h $(DESTDIR)$(INCDIR)/stalloc/
+	install -m 0644 $(O)/stalloc.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+	$(if $(PROGRAMS),install -m 0755 $(PROGRAMS) $(DESTDIR)$(BINDIR)/)
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/libstalloc.so* \
+		$(DESTDIR)$(LIBDIR)/pkgconfig/stalloc.pc
+	rm -rf $(DESTDIR)$(INCDIR)/stalloc
+
+deps:
+	$(Q)sh tools/deps.sh
+
+SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || \
+	find include lib vmm planner mapper tracing tools tests bench \
+	-name '*.[ch]')
+
+format:
+	clang-format -i $(SOURCES)
+
+format-check:
+	$(Q)clang-format --dry-run --Werror $(SOURCES) && \
+		echo "format-check: $(words $(SOURCES)) files clean"
+
+lint:
+	$(Q)cppcheck --quiet --error-exitcode=1 --inline-suppr \
+		--enable=warning,performance,portability --std=c11 \
+		-D__GNUC__ -Iinclude $(LIB_SRCS) $(FAKE_SRCS)
+	$(Q)clang-tidy --quiet $(LIB_SRCS) -- $(BASE_CFLAGS) $(URCU_CFLAGS) \
+		$(CUDA_CFLAGS)
+
+clean:
+	rm -rf build
+
+distclean: clean
+
+help:
+	@sed -n '3,16p' Makefile
+
+-include $(shell find $(O)/obj -name '*.d' 2>/dev/null)

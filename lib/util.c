@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lib/util.c - error messages, logging and small parsers
+ *
+ * The last-error buffer is thread local, so no lock is needed to record an
+ * error.  The log level is one atomic int read with relaxed ordering; stderr
+ * writes are whole lines (one fprintf per message, stdio locks the stream).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <pthread.h>
+
+#include "util.h"
+
+#define SA_ERRBUF_LEN 512
+
+static __thread char sa_errbuf[SA_ERRBUF_LEN];
+static int sa_level = -1;
+static pthread_once_t sa_level_once = PTHREAD_ONCE_INIT;
+
+static void sa_level_init(void)
+{
+	static const char *const names[] = { "none", "error", "warn", "info",
+					     "debug" };
+	const char *env = getenv("STALLOC_LOG");
+	int level = STALLOC_LOG_ERROR;
+	size_t i;
+
+	if (env) {
+		for (i = 0; i < ARRAY_SIZE(names); i++)
+			if (!strcasecmp(env, names[i]))
+				level = (int)i;
+	}
+	__atomic_store_n(&sa_level, level, __ATOMIC_RELAXED);
+}
+
+static int sa_level_get(void)
+{
+	pthread_once(&sa_level_once, sa_level_init);
+	return __atomic_load_n(&sa_level, __ATOMIC_RELAXED);
+}
+
+bool sa_log_enabled(enum stalloc_log_level level)
+{
+	return (int)level <= sa_level_get();
+}
+
+enum stalloc_log_level stalloc_set_log_level(enum stalloc_log_level level)
+{
+	pthread_once(&sa_level_once, sa_level_init);
+	return (enum stalloc_log_level)__atomic_exchange_n(
+		&sa_level, (int)level, __ATOMIC_RELAXED);
+}
+
+static void sa_vlog(enum stalloc_log_level level, const char *fmt,
+		    va_list ap)
+{
+	static const char *const tags[] = { "", "error", "warning", "info",
+					    "debug" };
+	char line[SA_ERRBUF_LEN];
+
+	if (!sa_log_enabled(level))
+		return;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	fprintf(stderr, "stalloc: %s: %s\n", tags[level], line);
+}
+
+void sa_log(enum stalloc_log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	sa_vlog(level, fmt, ap);
+	va_end(ap);
+}
+
+int sa_error(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(sa_errbuf, sizeof(sa_errbuf), fmt, ap);
+	va_end(ap);
+	sa_log(STALLOC_LOG_DEBUG, "%s (%s)", sa_errbuf, stalloc_strerror(err));
+	return err;
+}
+
+const char *stalloc_last_error(void)
+{
+	return sa_errbuf;
+}
+
+const char *stalloc_strerror(int err)
+{
+	switch (err) {
+	case 0:
+		return "success";
+	case -EINVAL:
+		return "invalid argument";
+	case -ENOMEM:
+		return "out of memory or over the physical limit";
+	case -ENODEV:
+		return "no usable driver or device";
+	case -EIO:
+		return "driver call failed";
+	case -EBUSY:
+		return "range already in use";
+	case -ENOENT:
+		return "not found";
+	case -ENOTSUP:
+		return "not supported by this device or backend";
+	case -EOVERFLOW:
+		return "value too large";
+	default:
+		return "unknown error";
+	}
+}
+
+int stalloc_version(void)
+{
+	return STALLOC_VERSION;
+}
+
+#define SA_STR2(x) #x
+#define SA_STR(x) SA_STR2(x)
+
+const char *stalloc_version_string(void)
+{
+	return SA_STR(STALLOC_VERSION_MAJOR) "." SA_STR(
+		STALLOC_VERSION_MINOR) "." SA_STR(STALLOC_VERSION_PATCH);
+}
+
+static int sa_suffix_shift(const char *p, unsigned int *shift)
+{
+	static const char units[] = "KMGT";
+	const char *u;
+
+	*shift = 0;
+	if (!*p)
+		return 0;
+	u = strchr(units, *p & ~0x20);
+	if (u && *p != '\0') {
+		*shift = 10 * (unsigned int)(u - units + 1);
+		p++;
+		if ((*p & ~0x20) == 'I')
+			p++;
+	}
+	if ((*p & ~0x20) == 'B')
+		p++;
+	return *p ? -EINVAL : 0;
+}
+
+int sa_parse_size(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	unsigned int shift;
+	char *end;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || end == s || sa_suffix_shift(end, &shift))
+		return -EINVAL;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+int sa_env_size(const char *name, uint64_t def, uint64_t *out)
+{
+	const char *s = getenv(name);
+
+	*out = def;
+	if (!s || !*s)
+		return 0;
+	if (sa_parse_size(s, out))
+		return sa_error(-EINVAL, "environment: %s=\"%s\" is not a "
+					 "byte count (e.g. 2M, 16G)",
+				name, s);
+	return 0;
+}

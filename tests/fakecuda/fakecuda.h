@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fakecuda.h - control interface of the fake CUDA driver (libcuda-fake.so)
+ *
+ * The fake driver implements, on host memory, the subset of the CUDA driver
+ * API that stalloc's cuda backend uses, and enforces the driver's rules for
+ * virtual memory management.  Tests reach these control functions with
+ * dlsym() on the same handle the backend loaded (dlopen of the same path
+ * returns the same handle), or by linking against the library.
+ *
+ * Call kinds are named by the driver entry point without version suffix,
+ * e.g. "cuMemMap", "cuMemCreate", "cuCtxSynchronize".
+ *
+ * Environment, read at cuInit:
+ *   FAKECUDA_DEVICES=N        number of devices (default 1, max 8)
+ *   FAKECUDA_MEM=BYTES        memory per device (default 16 GiB; suffixes K M G)
+ *   FAKECUDA_GRANULARITY=B    allocation granularity (default 2 MiB)
+ *   FAKECUDA_NO_VMM=1         devices report no VMM support
+ *   FAKECUDA_FAIL=CALL:N:ERR  make the Nth call of CALL fail with CUresult ERR
+ */
+#ifndef FAKECUDA_H
+#define FAKECUDA_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Make the nth (1-based, counted from now) call of @call return @err. */
+int fakecuda_fail_nth(const char *call, unsigned long nth, int err);
+/* Make every call of @call fail with @err (0 clears) from now on. */
+int fakecuda_fail_always(const char *call, int err);
+/* Make the nth driver call of any kind (1-based, counted from now) fail. */
+int fakecuda_fail_nth_any(unsigned long nth, int err);
+/* Clear all injected faults. */
+void fakecuda_fail_clear(void);
+/* Number of calls of @call made so far (failed ones included). */
+unsigned long fakecuda_calls(const char *call);
+/* Number of driver calls of any kind made so far. */
+unsigned long fakecuda_calls_total(void);
+/* Zero the call counters (not the live objects). */
+void fakecuda_calls_reset(void);
+/* Objects alive now: reservations, physical handles, mappings, contexts
+ * retained, events, streams. */
+unsigned long fakecuda_live_reservations(void);
+unsigned long fakecuda_live_handles(void);
+unsigned long fakecuda_live_mappings(void);
+unsigned long fakecuda_live_primary_retains(void);
+/* Bytes of physical memory in live handles on @dev. */
+unsigned long long fakecuda_phys_bytes(int dev);
+/* Number of rule violations detected (each also printed to stderr). */
+unsigned long fakecuda_violations(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FAKECUDA_H */

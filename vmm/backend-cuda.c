@@ -1,0 +1,500 @@
+// SPDX-License-Identifier: MIT
+/*
+ * vmm/backend-cuda.c - the cuda backend: CUDA driver virtual memory management
+ *
+ * The driver is loaded with dlopen() at first use (STALLOC_LIBCUDA names
+ * another library, e.g. the fake driver of the tests) and every entry point
+ * is fetched with cuGetProcAddress_v2 asking for the ABI of CUDA 12.0, so
+ * libstalloc has no link-time dependency on libcuda, loads on machines with
+ * no driver, and works with drivers older than the headers.
+ *
+ * A device is usable if it reports CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_
+ * MANAGEMENT_SUPPORTED.  The backend works in the context current on the
+ * opening thread if it belongs to the device, otherwise in the device's
+ * primary context, which it retains until close.  Every call that needs the
+ * context pushes it only when the calling thread has another one current,
+ * and pops it afterwards, so the caller's context stack is left as found.
+ *
+ * Every failing CUresult becomes a negative errno and a message naming the
+ * call, its arguments, the device and the driver's error name and string.
+ *
+ * Locking: the driver table is written once under pthread_once and read
+ * only afterwards.  Per-device calls are serialised by the vmm core.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include "../lib/util.h"
+#include "backend.h"
+
+#define CUDA_ABI_VERSION 12000
+
+static struct cuda_driver {
+	void *lib;
+	int status;	/* 0 or -ENODEV once loading was tried */
+	char why[384]; /* why loading failed, repeated to each caller */
+	PFN_cuInit_v2000 init;
+	PFN_cuGetErrorName_v6000 error_name;
+	PFN_cuGetErrorString_v6000 error_string;
+	PFN_cuDeviceGetCount_v2000 device_count;
+	PFN_cuDeviceGet_v2000 device_get;
+	PFN_cuDeviceGetAttribute_v2000 device_attr;
+	PFN_cuDeviceTotalMem_v3020 total_mem;
+	PFN_cuDevicePrimaryCtxRetain_v7000 primary_retain;
+	PFN_cuDevicePrimaryCtxRelease_v11000 primary_release;
+	PFN_cuCtxGetCurrent_v4000 ctx_get_current;
+	PFN_cuCtxGetDevice_v2000 ctx_get_device;
+	PFN_cuCtxPushCurrent_v4000 ctx_push;
+	PFN_cuCtxPopCurrent_v4000 ctx_pop;
+	PFN_cuCtxSynchronize_v2000 ctx_sync;
+	PFN_cuStreamSynchronize_v2000 stream_sync;
+	PFN_cuMemAddressReserve_v10020 addr_reserve;
+	PFN_cuMemAddressFree_v10020 addr_free;
+	PFN_cuMemCreate_v10020 mem_create;
+	PFN_cuMemRelease_v10020 mem_release;
+	PFN_cuMemMap_v10020 mem_map;
+	PFN_cuMemUnmap_v10020 mem_unmap;
+	PFN_cuMemSetAccess_v10020 set_access;
+	PFN_cuMemGetAllocationGranularity_v10020 granularity;
+} drv;
+
+static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
+
+struct cuda_dev {
+	CUdevice dev;
+	CUcontext ctx;
+	bool retained; /* ctx is the primary context we retained */
+};
+
+static const struct {
+	const char *name;
+	size_t offset;
+} drv_syms[] = {
+#define SYM(field, sym) { sym, offsetof(struct cuda_driver, field) }
+	SYM(init, "cuInit"),
+	SYM(error_name, "cuGetErrorName"),
+	SYM(error_string, "cuGetErrorString"),
+	SYM(device_count, "cuDeviceGetCount"),
+	SYM(device_get, "cuDeviceGet"),
+	SYM(device_attr, "cuDeviceGetAttribute"),
+	SYM(total_mem, "cuDeviceTotalMem"),
+	SYM(primary_retain, "cuDevicePrimaryCtxRetain"),
+	SYM(primary_release, "cuDevicePrimaryCtxRelease"),
+	SYM(ctx_get_current, "cuCtxGetCurrent"),
+	SYM(ctx_get_device, "cuCtxGetDevice"),
+	SYM(ctx_push, "cuCtxPushCurrent"),
+	SYM(ctx_pop, "cuCtxPopCurrent"),
+	SYM(ctx_sync, "cuCtxSynchronize"),
+	SYM(stream_sync, "cuStreamSynchronize"),
+	SYM(addr_reserve, "cuMemAddressReserve"),
+	SYM(addr_free, "cuMemAddressFree"),
+	SYM(mem_create, "cuMemCreate"),
+	SYM(mem_release, "cuMemRelease"),
+	SYM(mem_map, "cuMemMap"),
+	SYM(mem_unmap, "cuMemUnmap"),
+	SYM(set_access, "cuMemSetAccess"),
+	SYM(granularity, "cuMemGetAllocationGranularity"),
+#undef SYM
+};
+
+static void cuda_describe(CUresult rc, char *buf, size_t len)
+{
+	const char *name = NULL, *str = NULL;
+
+	if (drv.error_name)
+		drv.error_name(rc, &name);
+	if (drv.error_string)
+		drv.error_string(rc, &str);
+	snprintf(buf, len, "%s (%s)", name ? name : "CUDA_ERROR_?",
+		 str ? str : "no description");
+}
+
+static int cuda_errno(CUresult rc)
+{
+	switch (rc) {
+	case CUDA_ERROR_OUT_OF_MEMORY:
+		return -ENOMEM;
+	case CUDA_ERROR_INVALID_VALUE:
+		return -EINVAL;
+	case CUDA_ERROR_NOT_SUPPORTED:
+		return -ENOTSUP;
+	case CUDA_ERROR_NOT_INITIALIZED:
+	case CUDA_ERROR_DEINITIALIZED:
+	case CUDA_ERROR_NO_DEVICE:
+	case CUDA_ERROR_INVALID_DEVICE:
+		return -ENODEV;
+	default:
+		return -EIO;
+	}
+}
+
+/* Record a failed call @what (with its arguments) on @be; returns -errno. */
+static int cuda_fail(struct vmm_backend *be, CUresult rc, const char *what)
+{
+	char desc[160];
+
+	cuda_describe(rc, desc, sizeof(desc));
+	if (be)
+		be->last_driver_error = (int)rc;
+	return sa_error(cuda_errno(rc), "cuda: %s on device %d: %s", what,
+			be ? be->device : -1, desc);
+}
+
+typedef CUresult(CUDAAPI *getproc_fn)(const char *, void **, int,
+				      cuuint64_t,
+				      CUdriverProcAddressQueryResult *);
+
+static int drv_resolve(getproc_fn getproc)
+{
+	CUdriverProcAddressQueryResult st;
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(drv_syms); i++) {
+		void *fn = NULL;
+		CUresult rc = getproc(drv_syms[i].name, &fn, CUDA_ABI_VERSION,
+				      CU_GET_PROC_ADDRESS_DEFAULT, &st);
+
+		if (rc != CUDA_SUCCESS || !fn ||
+		    st != CU_GET_PROC_ADDRESS_SUCCESS) {
+			snprintf(drv.why, sizeof(drv.why),
+				 "cuda: the driver has no %s for CUDA %d.%d "
+				 "(cuGetProcAddress_v2 returned %d, status %d)",
+				 drv_syms[i].name, CUDA_ABI_VERSION / 1000,
+				 CUDA_ABI_VERSION % 1000 / 10, (int)rc,
+				 (int)st);
+			return -ENODEV;
+		}
+		memcpy((char *)&drv + drv_syms[i].offset, &fn, sizeof(fn));
+	}
+	return 0;
+}
+
+static void drv_load(void)
+{
+	const char *path = getenv("STALLOC_LIBCUDA");
+	getproc_fn getproc;
+	char desc[160];
+	CUresult rc;
+
+	drv.status = -ENODEV;
+	if (!path || !*path)
+		path = "libcuda.so.1";
+	drv.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!drv.lib) {
+		snprintf(drv.why, sizeof(drv.why),
+			 "cuda: cannot load the driver library %s: %s", path,
+			 dlerror());
+		return;
+	}
+	*(void **)&getproc = dlsym(drv.lib, "cuGetProcAddress_v2");
+	if (!getproc) {
+		snprintf(drv.why, sizeof(drv.why),
+			 "cuda: %s has no cuGetProcAddress_v2 (driver older "
+			 "than CUDA 12?)",
+			 path);
+		goto err_close;
+	}
+	if (drv_resolve(getproc))
+		goto err_close;
+	rc = drv.init(0);
+	if (rc != CUDA_SUCCESS) {
+		cuda_describe(rc, desc, sizeof(desc));
+		snprintf(drv.why, sizeof(drv.why), "cuda: cuInit(0): %s", desc);
+		goto err_close;
+	}
+	drv.status = 0;
+	return;
+
+err_close:
+	/* The library stays loaded: dlclose of a driver is not safe. */
+	memset((char *)&drv + offsetof(struct cuda_driver, init), 0,
+	       sizeof(drv) - offsetof(struct cuda_driver, init));
+}
+
+static int drv_get(void)
+{
+	pthread_once(&drv_once, drv_load);
+	if (drv.status)
+		return sa_error(drv.status, "%s", drv.why);
+	return 0;
+}
+
+bool vmm_cuda_available(void)
+{
+	int n = 0;
+
+	pthread_once(&drv_once, drv_load);
+	if (drv.status)
+		return false;
+	return drv.device_count(&n) == CUDA_SUCCESS && n > 0;
+}
+
+/*
+ * Make the device's context current for one call.  *@pushed says whether
+ * cuda_leave() must pop it.
+ */
+static int cuda_enter(struct vmm_backend *be, bool *pushed)
+{
+	struct cuda_dev *d = be->priv;
+	CUcontext cur = NULL;
+	CUresult rc;
+
+	*pushed = false;
+	rc = drv.ctx_get_current(&cur);
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(be, rc, "cuCtxGetCurrent()");
+	if (cur == d->ctx)
+		return 0;
+	rc = drv.ctx_push(d->ctx);
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(be, rc, "cuCtxPushCurrent()");
+	*pushed = true;
+	return 0;
+}
+
+static void cuda_leave(struct vmm_backend *be, bool pushed)
+{
+	CUcontext ctx;
+	CUresult rc;
+
+	if (!pushed)
+		return;
+	rc = drv.ctx_pop(&ctx);
+	if (rc != CUDA_SUCCESS)
+		cuda_fail(be, rc, "cuCtxPopCurrent()");
+}
+
+static void cuda_prop(const struct vmm_backend *be, CUmemAllocationProp *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	p->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	p->location.id = be->device;
+}
+
+/* Pick the context: the current one if it is this device's, else primary. */
+static int cuda_pick_ctx(struct vmm_backend *be, struct cuda_dev *d)
+{
+	CUcontext cur = NULL;
+	CUdevice cur_dev;
+	CUresult rc;
+
+	rc = drv.ctx_get_current(&cur);
+	if (rc == CUDA_SUCCESS && cur &&
+	    drv.ctx_get_device(&cur_dev) == CUDA_SUCCESS && cur_dev == d->dev) {
+		d->ctx = cur;
+		return 0;
+	}
+	rc = drv.primary_retain(&d->ctx, d->dev);
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(be, rc, "cuDevicePrimaryCtxRetain()");
+	d->retained = true;
+	return 0;
+}
+
+static int cuda_query(struct vmm_backend *be, struct cuda_dev *d)
+{
+	CUmemAllocationProp prop;
+	size_t gran = 0, bytes = 0;
+	int vmm = 0;
+	CUresult rc;
+
+	rc = drv.device_attr(
+		&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+		d->dev);
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(be, rc, "cuDeviceGetAttribute(VMM_SUPPORTED)");
+	if (!vmm)
+		return sa_error(-ENODEV,
+				"cuda: device %d does not support virtual "
+				"memory management",
+				be->device);
+	rc = drv.total_mem(&bytes, d->dev);
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(be, rc, "cuDeviceTotalMem()");
+	cuda_prop(be, &prop);
+	rc = drv.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(be, rc, "cuMemGetAllocationGranularity()");
+	if (!sa_is_pow2(gran))
+		return sa_error(-ENODEV,
+				"cuda: device %d reports granularity %zu, not "
+				"a power of two",
+				be->device, gran);
+	be->info.name = "cuda";
+	be->info.granularity = gran;
+	be->info.device_bytes = bytes;
+	be->info.flags = VMM_BE_DEFERRED_RELEASE;
+	return 0;
+}
+
+static int cuda_open(struct vmm_backend *be)
+{
+	struct cuda_dev *d;
+	int n = 0, err;
+	CUresult rc;
+
+	err = drv_get();
+	if (err)
+		return err;
+	rc = drv.device_count(&n);
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(be, rc, "cuDeviceGetCount()");
+	if (be->device < 0 || be->device >= n)
+		return sa_error(-ENODEV, "cuda: no device %d (%d present)",
+				be->device, n);
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return sa_error(-ENOMEM, "cuda: out of memory opening device");
+	rc = drv.device_get(&d->dev, be->device);
+	if (rc != CUDA_SUCCESS) {
+		err = cuda_fail(be, rc, "cuDeviceGet()");
+		goto err_free;
+	}
+	err = cuda_query(be, d);
+	if (err)
+		goto err_free;
+	err = cuda_pick_ctx(be, d);
+	if (err)
+		goto err_free;
+	be->priv = d;
+	return 0;
+
+err_free:
+	free(d);
+	return err;
+}
+
+static void cuda_close(struct vmm_backend *be)
+{
+	struct cuda_dev *d = be->priv;
+	CUresult rc;
+
+	if (d->retained) {
+		rc = drv.primary_release(d->dev);
+		if (rc != CUDA_SUCCESS)
+			cuda_fail(be, rc, "cuDevicePrimaryCtxRelease()");
+	}
+	free(d);
+	be->priv = NULL;
+}
+
+/*
+ * Run one driver call in the device's context: @call is an expression
+ * assigned to rc; @fmt and the rest describe it for the error message.
+ */
+#define CUDA_CALL(be, call, fmt, ...)                                         \
+	({                                                                     \
+		bool __pushed;                                                 \
+		char __what[96];                                               \
+		int __err = cuda_enter(be, &__pushed);                         \
+		CUresult rc;                                                   \
+		if (!__err) {                                                  \
+			rc = (call);                                           \
+			cuda_leave(be, __pushed);                              \
+			if (rc != CUDA_SUCCESS) {                              \
+				snprintf(__what, sizeof(__what), fmt,          \
+					 __VA_ARGS__);                         \
+				__err = cuda_fail(be, rc, __what);             \
+			}                                                      \
+		}                                                              \
+		__err;                                                         \
+	})
+
+static int cuda_reserve_va(struct vmm_backend *be, size_t size, size_t align,
+			   uint64_t *va)
+{
+	CUdeviceptr p = 0;
+	int err;
+
+	err = CUDA_CALL(be, drv.addr_reserve(&p, size, align, 0, 0),
+			"cuMemAddressReserve(%zu, align %zu)", size, align);
+	if (!err)
+		*va = p;
+	return err;
+}
+
+static int cuda_release_va(struct vmm_backend *be, uint64_t va, size_t size)
+{
+	return CUDA_CALL(be, drv.addr_free(va, size),
+			 "cuMemAddressFree(0x%llx, %zu)",
+			 (unsigned long long)va, size);
+}
+
+static int cuda_create_chunk(struct vmm_backend *be, size_t size,
+			     uint64_t *handle)
+{
+	CUmemGenericAllocationHandle h = 0;
+	CUmemAllocationProp prop;
+	int err;
+
+	cuda_prop(be, &prop);
+	err = CUDA_CALL(be, drv.mem_create(&h, size, &prop, 0),
+			"cuMemCreate(%zu)", size);
+	if (!err)
+		*handle = h;
+	return err;
+}
+
+static int cuda_destroy_chunk(struct vmm_backend *be, uint64_t handle)
+{
+	return CUDA_CALL(be, drv.mem_release(handle), "cuMemRelease(%#llx)",
+			 (unsigned long long)handle);
+}
+
+static int cuda_map(struct vmm_backend *be, uint64_t va, size_t size,
+		    uint64_t handle)
+{
+	return CUDA_CALL(be, drv.mem_map(va, size, 0, handle, 0),
+			 "cuMemMap(0x%llx, %zu, handle %#llx)",
+			 (unsigned long long)va, size,
+			 (unsigned long long)handle);
+}
+
+static int cuda_unmap(struct vmm_backend *be, uint64_t va, size_t size)
+{
+	return CUDA_CALL(be, drv.mem_unmap(va, size), "cuMemUnmap(0x%llx, %zu)",
+			 (unsigned long long)va, size);
+}
+
+static int cuda_set_access(struct vmm_backend *be, uint64_t va, size_t size)
+{
+	CUmemAccessDesc desc;
+
+	memset(&desc, 0, sizeof(desc));
+	desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	desc.location.id = be->device;
+	desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	return CUDA_CALL(be, drv.set_access(va, size, &desc, 1),
+			 "cuMemSetAccess(0x%llx, %zu)",
+			 (unsigned long long)va, size);
+}
+
+static int cuda_synchronize(struct vmm_backend *be, void *stream)
+{
+	if (stream)
+		return CUDA_CALL(be, drv.stream_sync((CUstream)stream),
+				 "cuStreamSynchronize(%p)", stream);
+	return CUDA_CALL(be, drv.ctx_sync(), "%s", "cuCtxSynchronize()");
+}
+
+const struct vmm_backend_ops vmm_cuda_ops = {
+	.name = "cuda",
+	.open = cuda_open,
+	.close = cuda_close,
+	.reserve_va = cuda_reserve_va,
+	.release_va = cuda_release_va,
+	.create_chunk = cuda_create_chunk,
+	.destroy_chunk = cuda_destroy_chunk,
+	.map = cuda_map,
+	.unmap = cuda_unmap,
+	.set_access = cuda_set_access,
+	.synchronize = cuda_synchronize,
+};

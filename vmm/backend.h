@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vmm/backend.h - the contract between the vmm core and a memory backend
+ *
+ * A backend provides, for one device, the five things CUDA virtual memory
+ * management provides: virtual address reservations, physical chunks,
+ * mapping a whole chunk at an address, access rights on mapped ranges, and
+ * synchronisation with work in flight.  The vmm core (vmm/space.c) owns all
+ * policy: it validates every argument, counts every call and keeps the
+ * mapping table; a backend only performs the operation.
+ *
+ * Preconditions the core guarantees to every op (a backend may rely on
+ * them and need not check them again):
+ *   - the instance was opened successfully and is not closed;
+ *   - calls on one instance are serialised by the caller, except
+ *     ->synchronize, which may run concurrently with anything;
+ *   - sizes are nonzero multiples of the granularity ->open reported;
+ *   - addresses passed to ->map, ->unmap and ->set_access lie inside a range
+ *     this instance reserved and are granularity aligned;
+ *   - ->map maps a chunk whole (size == the chunk's size) at an unmapped
+ *     address; ->unmap is given exactly one whole earlier mapping;
+ *   - ->set_access covers only mapped addresses (it may span several
+ *     adjacent mappings);
+ *   - ->release_va is called only once every mapping inside is unmapped;
+ *   - ->destroy_chunk may be called while the chunk is still mapped
+ *     elsewhere only if the backend sets VMM_BE_DEFERRED_RELEASE.
+ *
+ * Every op returns 0 or a negative errno; on failure it has no effect and
+ * it has recorded a message with sa_error() naming the call, the device and
+ * the cause.  The driver's own error is kept in be->last_driver_error for
+ * callers that want it (tests, the admin tool).
+ */
+#ifndef STALLOC_VMM_BACKEND_H
+#define STALLOC_VMM_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct vmm_backend;
+
+/* The kinds of driver work the core counts (enum vmm_call). */
+enum vmm_call {
+	VMM_CALL_RESERVE,
+	VMM_CALL_RELEASE_VA,
+	VMM_CALL_CREATE,
+	VMM_CALL_DESTROY,
+	VMM_CALL_MAP,
+	VMM_CALL_UNMAP,
+	VMM_CALL_SET_ACCESS,
+	VMM_CALL_SYNC,
+	VMM_CALL_NR
+};
+
+/* Backend capability flags. */
+#define VMM_BE_DEFERRED_RELEASE 0x1 /* a mapped chunk may be destroyed */
+
+/**
+ * struct vmm_backend_info - what a backend reports when it opens a device
+ * @name: "cuda" or "host"
+ * @granularity: chunk and alignment granularity in bytes (a power of two)
+ * @device_bytes: physical memory of the device
+ * @flags: VMM_BE_* capabilities
+ */
+struct vmm_backend_info {
+	const char *name;
+	size_t granularity;
+	uint64_t device_bytes;
+	unsigned int flags;
+};
+
+/**
+ * struct vmm_backend_ops - operations of one backend
+ * @open: prepare device @be->device; fill @be->info.  May load a driver.
+ * @close: undo @open.  Everything reserved or created is gone already.
+ * @reserve_va: reserve @size bytes of address space aligned to @align (a
+ *	power of two multiple of the granularity); *@va gets the start.
+ * @release_va: give back a whole range @reserve_va returned.
+ * @create_chunk: create @size bytes of physical memory; *@handle names it.
+ * @destroy_chunk: release the physical memory of @handle.
+ * @map: map chunk @handle (of @size bytes) at @va, with no access rights.
+ * @unmap: unmap the single mapping [@va, @va + @size).
+ * @set_access: allow the device (and, on the host backend, the process) to
+ *	read and write [@va, @va + @size).  Needed after every @map.
+ * @synchronize: wait until work queued on @stream (NULL: all work on the
+ *	device) has finished, so that memory it used may be unmapped.
+ */
+struct vmm_backend_ops {
+	const char *name;
+	int (*open)(struct vmm_backend *be);
+	void (*close)(struct vmm_backend *be);
+	int (*reserve_va)(struct vmm_backend *be, size_t size, size_t align,
+			  uint64_t *va);
+	int (*release_va)(struct vmm_backend *be, uint64_t va, size_t size);
+	int (*create_chunk)(struct vmm_backend *be, size_t size,
+			    uint64_t *handle);
+	int (*destroy_chunk)(struct vmm_backend *be, uint64_t handle);
+	int (*map)(struct vmm_backend *be, uint64_t va, size_t size,
+		   uint64_t handle);
+	int (*unmap)(struct vmm_backend *be, uint64_t va, size_t size);
+	int (*set_access)(struct vmm_backend *be, uint64_t va, size_t size);
+	int (*synchronize)(struct vmm_backend *be, void *stream);
+};
+
+/**
+ * struct vmm_backend - one opened backend instance (one per device)
+ * @ops: the backend
+ * @device: device ordinal
+ * @info: filled by @ops->open
+ * @host_device_bytes: host backend: device memory to pretend (0: default)
+ * @host_granularity: host backend: granularity (0: default 2 MiB)
+ * @priv: backend-private state
+ * @last_driver_error: driver status of the last failing call (CUresult for
+ *	cuda, errno for host), 0 if none
+ */
+struct vmm_backend {
+	const struct vmm_backend_ops *ops;
+	int device;
+	struct vmm_backend_info info;
+	uint64_t host_device_bytes;
+	size_t host_granularity;
+	void *priv;
+	int last_driver_error;
+};
+
+extern const struct vmm_backend_ops vmm_host_ops;
+extern const struct vmm_backend_ops vmm_cuda_ops;
+
+/* True when the CUDA driver can be loaded and has at least one device. */
+bool vmm_cuda_available(void);
+
+#endif /* STALLOC_VMM_BACKEND_H */

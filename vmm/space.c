@@ -1,0 +1,435 @@
+// SPDX-License-Identifier: MIT
+/*
+ * vmm/space.c - per-device address spaces: set-up, tear-down, lookups, stats
+ *
+ * A space is one reservation of va_bytes, cut into chunk-sized slots.  The
+ * slot table is an array of RCU-protected chunk pointers: a dense array is
+ * the natural map from slot index to chunk (O(1), no hashing, 8 bytes per
+ * chunk of address space), and readers walk it under urcu_bp_read_lock() only.
+ *
+ * Invariants (under s->lock):
+ *   - slots[i] != NULL iff the backend has slots[i] mapped at slot i, with
+ *     access set;
+ *   - chunk->map_count == the number of slots pointing at it;
+ *   - a chunk is on s->pool iff its map_count is 0;
+ *   - st.chunks_live * chunk == st.phys_bytes <= phys_limit.
+ *
+ * Locking: s->lock (a mutex) serialises writers; readers take none.  Chunk
+ * descriptors leave the table before a grace period and are freed after it
+ * (vmm_chunks_free).  The backend's ->synchronize runs without the lock.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../lib/util.h"
+#include "vmm-internal.h"
+
+#define VMM_VA_FACTOR 4
+#define VMM_MAX_SLOTS ((uint64_t)1 << 28) /* 2 GiB of table at most */
+
+static const char *const vmm_call_names[VMM_CALL_NR] = {
+	[VMM_CALL_RESERVE] = "reserve",	  [VMM_CALL_RELEASE_VA] = "release_va",
+	[VMM_CALL_CREATE] = "create",	  [VMM_CALL_DESTROY] = "destroy",
+	[VMM_CALL_MAP] = "map",		  [VMM_CALL_UNMAP] = "unmap",
+	[VMM_CALL_SET_ACCESS] = "set_access", [VMM_CALL_SYNC] = "sync",
+};
+
+const char *vmm_call_name(enum vmm_call call)
+{
+	return call < VMM_CALL_NR ? vmm_call_names[call] : "?";
+}
+
+static int vmm_pick_backend(const struct vmm_config *cfg,
+			    const struct vmm_backend_ops **ops)
+{
+	const char *name = cfg->backend;
+
+	if (!name)
+		name = getenv("STALLOC_BACKEND");
+	if (!name || !*name || !strcasecmp(name, "auto")) {
+		*ops = vmm_cuda_available() ? &vmm_cuda_ops : &vmm_host_ops;
+		return 0;
+	}
+	if (!strcasecmp(name, "cuda")) {
+		*ops = &vmm_cuda_ops;
+		return 0;
+	}
+	if (!strcasecmp(name, "host")) {
+		*ops = &vmm_host_ops;
+		return 0;
+	}
+	return sa_error(-EINVAL,
+			"vmm: unknown backend \"%s\" (want cuda, host or auto)",
+			name);
+}
+
+/* A config value: the field if set, else the environment, else @def. */
+static int vmm_setting(uint64_t field, const char *env, uint64_t def,
+		       uint64_t *out)
+{
+	if (field) {
+		*out = field;
+		return 0;
+	}
+	return sa_env_size(env, def, out);
+}
+
+static int vmm_geometry(struct vmm_space *s, const struct vmm_config *cfg)
+{
+	const struct vmm_backend_info *bi = &s->be.info;
+	uint64_t chunk, va, limit;
+	int err;
+
+	err = vmm_setting(cfg->chunk_bytes, "STALLOC_CHUNK_SIZE",
+			  bi->granularity, &chunk);
+	if (err)
+		return err;
+	if (!sa_is_multiple(chunk, bi->granularity) ||
+	    chunk / bi->granularity >= (1u << 24))
+		return sa_error(-EINVAL,
+				"vmm: chunk size %llu is not a multiple of the "
+				"device %d granularity %zu (or too large)",
+				(unsigned long long)chunk, s->be.device,
+				bi->granularity);
+	s->chunk = chunk;
+	err = vmm_setting(cfg->phys_limit, "STALLOC_PHYS_LIMIT",
+			  bi->device_bytes, &limit);
+	if (err)
+		return err;
+	s->phys_limit = limit;
+	if (__builtin_mul_overflow(bi->device_bytes, VMM_VA_FACTOR, &va))
+		va = UINT64_MAX / 2;
+	err = vmm_setting(cfg->va_bytes, "STALLOC_VA_SIZE", va, &va);
+	if (err)
+		return err;
+	if (!va || !sa_round_up(va, chunk, &va) ||
+	    va / chunk > VMM_MAX_SLOTS || va > SIZE_MAX / 2)
+		return sa_error(-EINVAL,
+				"vmm: address space of %llu bytes for device "
+				"%d is empty or too large",
+				(unsigned long long)va, s->be.device);
+	s->size = va;
+	s->nr_slots = va / chunk;
+	return 0;
+}
+
+static int vmm_open_backend(struct vmm_space *s, const struct vmm_config *cfg)
+{
+	const struct vmm_backend_ops *ops = NULL;
+	int err;
+
+	err = vmm_pick_backend(cfg, &ops);
+	if (err)
+		return err;
+	s->be.ops = ops;
+	s->be.device = cfg->device;
+	err = vmm_setting(cfg->host_device_bytes, "STALLOC_HOST_MEM", 0,
+			  &s->be.host_device_bytes);
+	if (!err) {
+		uint64_t g;
+
+		err = vmm_setting(cfg->host_granularity,
+				  "STALLOC_HOST_GRANULARITY", 0, &g);
+		s->be.host_granularity = (size_t)g;
+	}
+	if (err)
+		return err;
+	return ops->open(&s->be);
+}
+
+int vmm_space_create(const struct vmm_config *cfg, struct vmm_space **out)
+{
+	struct vmm_space *s;
+	int err;
+
+	if (cfg->device < 0)
+		return sa_error(-EINVAL, "vmm: device %d is negative",
+				cfg->device);
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return sa_error(-ENOMEM, "vmm: out of memory for device %d",
+				cfg->device);
+	pthread_mutex_init(&s->lock, NULL);
+	CDS_INIT_LIST_HEAD(&s->pool);
+	s->next_id = 1;
+	err = vmm_open_backend(s, cfg);
+	if (err)
+		goto err_free;
+	err = vmm_geometry(s, cfg);
+	if (err)
+		goto err_close;
+	s->slots = calloc(s->nr_slots, sizeof(*s->slots));
+	if (!s->slots) {
+		err = sa_error(-ENOMEM, "vmm: no memory for %llu slots",
+			       (unsigned long long)s->nr_slots);
+		goto err_close;
+	}
+	err = vmm_counted(s, VMM_CALL_RESERVE,
+			  s->be.ops->reserve_va(&s->be, s->size,
+						s->be.info.granularity,
+						&s->base));
+	if (err)
+		goto err_free_slots;
+	sa_log(STALLOC_LOG_INFO,
+	       "vmm: device %d (%s): %llu bytes reserved at 0x%llx, chunk %zu, "
+	       "physical limit %llu",
+	       s->be.device, s->be.info.name, (unsigned long long)s->size,
+	       (unsigned long long)s->base, s->chunk,
+	       (unsigned long long)s->phys_limit);
+	*out = s;
+	return 0;
+
+err_free_slots:
+	free(s->slots);
+err_close:
+	s->be.ops->close(&s->be);
+err_free:
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+	return err;
+}
+
+/*
+ * Tear-down runs each release once more if it fails: an injected or
+ * transient driver error should not leak device memory.  What still fails
+ * is logged and left to the driver's own clean-up at process exit.
+ */
+#define VMM_TEARDOWN_TRIES 2
+
+static void vmm_teardown_unmap(struct vmm_space *s)
+{
+	uint64_t i;
+	int err, t;
+
+	for (i = 0; i < s->nr_slots; i++) {
+		if (!s->slots[i])
+			continue;
+		for (t = 0, err = -EIO; err && t < VMM_TEARDOWN_TRIES; t++)
+			err = vmm_unmap_run(s, i, 1);
+		if (err)
+			sa_log(STALLOC_LOG_ERROR, "%s", stalloc_last_error());
+	}
+}
+
+void vmm_space_destroy(struct vmm_space *s)
+{
+	int err, t;
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (vmm_counted(s, VMM_CALL_SYNC, s->be.ops->synchronize(&s->be, NULL)))
+		sa_log(STALLOC_LOG_ERROR, "%s", stalloc_last_error());
+	vmm_teardown_unmap(s);
+	pthread_mutex_unlock(&s->lock);
+	for (t = 0; t < VMM_TEARDOWN_TRIES; t++)
+		if (!vmm_trim(s, 0))
+			break;
+	if (s->st.chunks_live || s->st.bytes_mapped) {
+		sa_log(STALLOC_LOG_ERROR,
+		       "vmm: device %d: %llu chunks could not be released; "
+		       "the reservation at 0x%llx is left in place",
+		       s->be.device, (unsigned long long)s->st.chunks_live,
+		       (unsigned long long)s->base);
+		goto out_close;
+	}
+	for (t = 0, err = -EIO; err && t < VMM_TEARDOWN_TRIES; t++)
+		err = vmm_counted(s, VMM_CALL_RELEASE_VA,
+				  s->be.ops->release_va(&s->be, s->base,
+							s->size));
+	if (err)
+		sa_log(STALLOC_LOG_ERROR, "%s", stalloc_last_error());
+out_close:
+	s->be.ops->close(&s->be);
+	free(s->slots);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+int vmm_check_range(const struct vmm_space *s, const char *op, uint64_t va,
+		    uint64_t bytes)
+{
+	uint64_t end;
+
+	if (!bytes || __builtin_add_overflow(va, bytes, &end) ||
+	    va < s->base || end > s->base + s->size)
+		return sa_error(-EINVAL,
+				"vmm: %s [0x%llx, +%llu) on device %d: not "
+				"inside the space [0x%llx, +%llu)",
+				op, (unsigned long long)va,
+				(unsigned long long)bytes, s->be.device,
+				(unsigned long long)s->base,
+				(unsigned long long)s->size);
+	if ((va - s->base) % s->chunk || bytes % s->chunk)
+		return sa_error(-EINVAL,
+				"vmm: %s [0x%llx, +%llu) on device %d: not "
+				"aligned to the chunk size %zu",
+				op, (unsigned long long)va,
+				(unsigned long long)bytes, s->be.device,
+				s->chunk);
+	return 0;
+}
+
+void vmm_chunks_free(struct cds_list_head *list)
+{
+	struct vmm_chunk *c, *tmp;
+
+	if (cds_list_empty(list))
+		return;
+	/* Readers may still hold descriptors they found in the table. */
+	urcu_bp_synchronize_rcu();
+	cds_list_for_each_entry_safe(c, tmp, list, pool_node)
+		free(c);
+}
+
+int vmm_trim(struct vmm_space *s, uint64_t keep_bytes)
+{
+	CDS_LIST_HEAD(dead);
+	struct vmm_chunk *c;
+	int err = 0;
+
+	pthread_mutex_lock(&s->lock);
+	while (s->st.chunks_pooled * s->chunk > keep_bytes) {
+		/* Release the least recently used chunk first. */
+		c = cds_list_entry(s->pool.prev, struct vmm_chunk, pool_node);
+		err = vmm_counted(s, VMM_CALL_DESTROY,
+				  s->be.ops->destroy_chunk(&s->be, c->handle));
+		if (err)
+			break;
+		cds_list_move(&c->pool_node, &dead);
+		s->st.chunks_pooled--;
+		s->st.chunks_live--;
+		s->st.chunks_destroyed++;
+		s->st.phys_bytes -= s->chunk;
+	}
+	pthread_mutex_unlock(&s->lock);
+	vmm_chunks_free(&dead);
+	return err;
+}
+
+int vmm_sync(struct vmm_space *s, void *stream)
+{
+	return vmm_counted(s, VMM_CALL_SYNC,
+			   s->be.ops->synchronize(&s->be, stream));
+}
+
+bool vmm_lookup(struct vmm_space *s, uint64_t va, struct vmm_translation *t)
+{
+	struct vmm_chunk *c;
+	uint64_t i;
+
+	if (va < s->base || va - s->base >= s->size)
+		return false;
+	i = vmm_slot(s, va);
+	urcu_bp_read_lock();
+	c = rcu_dereference(s->slots[i]);
+	if (c) {
+		t->chunk_id = c->id;
+		t->handle = c->handle;
+		t->slot_va = vmm_slot_va(s, i);
+		t->chunk_offset = va - t->slot_va;
+	}
+	urcu_bp_read_unlock();
+	return c != NULL;
+}
+
+bool vmm_is_mapped(struct vmm_space *s, uint64_t va, uint64_t bytes)
+{
+	uint64_t i, last;
+	bool ok = true;
+
+	if (!bytes || va < s->base || va - s->base >= s->size ||
+	    bytes > s->size - (va - s->base))
+		return false;
+	last = vmm_slot(s, va + bytes - 1);
+	urcu_bp_read_lock();
+	for (i = vmm_slot(s, va); ok && i <= last; i++)
+		ok = rcu_dereference(s->slots[i]) != NULL;
+	urcu_bp_read_unlock();
+	return ok;
+}
+
+int vmm_for_each_mapping(struct vmm_space *s,
+			 int (*fn)(const struct vmm_mapping *m, void *arg),
+			 void *arg)
+{
+	struct vmm_mapping m = { 0 };
+	uint64_t i, prev_id = 0;
+	int ret = 0;
+
+	urcu_bp_read_lock();
+	for (i = 0; i <= s->nr_slots && !ret; i++) {
+		struct vmm_chunk *c =
+			i < s->nr_slots ? rcu_dereference(s->slots[i]) : NULL;
+
+		if (c && m.nr_chunks) {
+			m.contiguous_ids &= c->id == prev_id + 1;
+			m.nr_chunks++;
+			m.bytes += s->chunk;
+		} else if (c) {
+			m = (struct vmm_mapping){ .va = vmm_slot_va(s, i),
+						  .bytes = s->chunk,
+						  .first_chunk_id = c->id,
+						  .nr_chunks = 1,
+						  .contiguous_ids = true };
+		} else if (m.nr_chunks) {
+			ret = fn(&m, arg);
+			m.nr_chunks = 0;
+		}
+		prev_id = c ? c->id : 0;
+	}
+	urcu_bp_read_unlock();
+	return ret;
+}
+
+void vmm_get_stats(struct vmm_space *s, struct vmm_stats *st)
+{
+	int k;
+
+	pthread_mutex_lock(&s->lock);
+	*st = s->st;
+	pthread_mutex_unlock(&s->lock);
+	for (k = 0; k < VMM_CALL_NR; k++) {
+		st->calls[k] = __atomic_load_n(&s->st.calls[k],
+					       __ATOMIC_RELAXED);
+		st->call_failures[k] = __atomic_load_n(
+			&s->st.call_failures[k], __ATOMIC_RELAXED);
+	}
+}
+
+uint64_t vmm_base(const struct vmm_space *s)
+{
+	return s->base;
+}
+
+uint64_t vmm_size(const struct vmm_space *s)
+{
+	return s->size;
+}
+
+size_t vmm_chunk_bytes(const struct vmm_space *s)
+{
+	return s->chunk;
+}
+
+size_t vmm_granularity(const struct vmm_space *s)
+{
+	return s->be.info.granularity;
+}
+
+int vmm_device(const struct vmm_space *s)
+{
+	return s->be.device;
+}
+
+const char *vmm_backend_name(const struct vmm_space *s)
+{
+	return s->be.info.name;
+}
+
+uint64_t vmm_phys_limit(const struct vmm_space *s)
+{
+	return s->phys_limit;
+}

@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vmm/vmm.h - the virtual memory layer (internal interface)
+ *
+ * One struct vmm_space per device: a single large virtual address
+ * reservation, a pool of physical chunks of one size (the chunk size, a
+ * multiple of the backend's granularity), and a mapping table from each
+ * chunk-sized slot of the reservation to the physical chunk mapped there.
+ *
+ * Concurrency: every function that changes a space takes its mutex, so
+ * writers are serialised.  vmm_lookup() and vmm_for_each_mapping() are RCU
+ * readers (liburcu, urcu-bp flavour): they never block and may run
+ * concurrently with any writer.  Chunk descriptors are freed only after a
+ * grace period, so a reader that found one may read its fields.
+ *
+ * Addresses are uint64_t device addresses; they are always returned
+ * through output parameters, never in-band.
+ */
+#ifndef STALLOC_VMM_VMM_H
+#define STALLOC_VMM_VMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+struct vmm_space;
+
+/**
+ * struct vmm_config - how to build a space
+ * @backend: "host", "cuda" or "auto" (cuda when a driver and device are
+ *	there, else host); NULL reads STALLOC_BACKEND, default "auto"
+ * @device: device ordinal
+ * @va_bytes: size of the reservation; 0: STALLOC_VA_SIZE or 4 times the
+ *	device's memory
+ * @chunk_bytes: physical chunk size, a multiple of the granularity; 0:
+ *	STALLOC_CHUNK_SIZE or the granularity
+ * @phys_limit: most physical bytes the space may hold; 0: STALLOC_PHYS_LIMIT
+ *	or the device's memory
+ * @host_device_bytes: host backend only: memory of the pretend device; 0:
+ *	STALLOC_HOST_MEM or 16 GiB
+ * @host_granularity: host backend only: granularity; 0:
+ *	STALLOC_HOST_GRANULARITY or 2 MiB
+ */
+struct vmm_config {
+	const char *backend;
+	int device;
+	uint64_t va_bytes;
+	uint64_t chunk_bytes;
+	uint64_t phys_limit;
+	uint64_t host_device_bytes;
+	uint64_t host_granularity;
+};
+
+/**
+ * struct vmm_stats - counters of one space
+ * @chunks_created: physical chunks created since the space was made
+ * @chunks_destroyed: physical chunks released to the driver
+ * @chunks_live: chunks that exist now (mapped or pooled)
+ * @chunks_pooled: chunks that exist but are mapped nowhere
+ * @bytes_mapped: bytes of the reservation mapped now
+ * @bytes_mapped_peak: most bytes ever mapped at once
+ * @phys_bytes: bytes of physical memory held now (chunks_live * chunk)
+ * @phys_bytes_peak: most physical bytes ever held at once
+ * @calls: driver calls by kind (enum vmm_call)
+ * @call_failures: failed driver calls by kind
+ */
+struct vmm_stats {
+	uint64_t chunks_created;
+	uint64_t chunks_destroyed;
+	uint64_t chunks_live;
+	uint64_t chunks_pooled;
+	uint64_t bytes_mapped;
+	uint64_t bytes_mapped_peak;
+	uint64_t phys_bytes;
+	uint64_t phys_bytes_peak;
+	uint64_t calls[VMM_CALL_NR];
+	uint64_t call_failures[VMM_CALL_NR];
+};
+
+/**
+ * struct vmm_translation - what vmm_lookup() finds for an address
+ * @chunk_id: the physical chunk's id (unique in its space, from 1)
+ * @handle: the backend's handle of the chunk
+ * @chunk_offset: offset of the address inside the chunk
+ * @slot_va: start of the chunk-sized slot holding the address
+ */
+struct vmm_translation {
+	uint64_t chunk_id;
+	uint64_t handle;
+	uint64_t chunk_offset;
+	uint64_t slot_va;
+};
+
+/**
+ * struct vmm_mapping - one run of the mapping table (vmm_for_each_mapping)
+ * @va: start of the run
+ * @bytes: length of the run
+ * @first_chunk_id: chunk mapped at @va
+ * @nr_chunks: chunks in the run (consecutive slots, each with a chunk)
+ * @contiguous_ids: true if the run's chunk ids are consecutive
+ */
+struct vmm_mapping {
+	uint64_t va;
+	uint64_t bytes;
+	uint64_t first_chunk_id;
+	uint64_t nr_chunks;
+	bool contiguous_ids;
+};
+
+/* Flags for vmm_unmap(), vmm_remap() */
+#define VMM_SYNCED 0x1 /* caller has synchronised: skip the device sync */
+#define VMM_KEEP 0x2   /* vmm_unmap: keep chunks pooled even over trim */
+
+int vmm_space_create(const struct vmm_config *cfg, struct vmm_space **out);
+void vmm_space_destroy(struct vmm_space *s);
+
+/* Geometry: start and size of the reservation, chunk size, backend. */
+uint64_t vmm_base(const struct vmm_space *s);
+uint64_t vmm_size(const struct vmm_space *s);
+size_t vmm_chunk_bytes(const struct vmm_space *s);
+size_t vmm_granularity(const struct vmm_space *s);
+int vmm_device(const struct vmm_space *s);
+const char *vmm_backend_name(const struct vmm_space *s);
+uint64_t vmm_phys_limit(const struct vmm_space *s);
+
+/*
+ * Map physical chunks (pooled ones first, then new ones) over the
+ * chunk-aligned range [va, va + bytes) and make it accessible.  All or
+ * nothing: on failure nothing was mapped.  -EINVAL for a range outside the
+ * reservation or not chunk aligned, -EBUSY if part of it is mapped, -ENOMEM
+ * past the physical limit, -EIO (or the driver's code) for a driver failure.
+ */
+int vmm_map(struct vmm_space *s, uint64_t va, uint64_t bytes);
+
+/*
+ * Unmap [va, va + bytes), which must be wholly mapped; chunks mapped nowhere
+ * else go back to the pool.  Unless VMM_SYNCED is given, the device is
+ * synchronised first (CUDA does not wait for kernels before unmapping).
+ * -EINVAL if part of the range is not mapped.  A driver failure part way
+ * leaves the table describing exactly what is still mapped.
+ */
+int vmm_unmap(struct vmm_space *s, uint64_t va, uint64_t bytes,
+	      unsigned int flags);
+
+/*
+ * Move the chunks mapped at [from, from + bytes) to [to, to + bytes) without
+ * copying: same physical pages, new addresses.  The ranges must not
+ * overlap; the destination must be unmapped.  Synchronises first unless
+ * VMM_SYNCED.  All or nothing.
+ */
+int vmm_remap(struct vmm_space *s, uint64_t from, uint64_t to,
+	      uint64_t bytes, unsigned int flags);
+
+/*
+ * Map the chunks already mapped at [src, src + bytes) also at
+ * [dst, dst + bytes) (both addresses show the same bytes).  All or nothing.
+ */
+int vmm_alias(struct vmm_space *s, uint64_t src, uint64_t dst,
+	      uint64_t bytes);
+
+/* RCU reader: what is mapped at @va.  false if nothing is. */
+bool vmm_lookup(struct vmm_space *s, uint64_t va, struct vmm_translation *t);
+
+/* True if every byte of [va, va + bytes) is mapped (RCU reader). */
+bool vmm_is_mapped(struct vmm_space *s, uint64_t va, uint64_t bytes);
+
+/*
+ * RCU reader: call @fn for each run of mapped slots, in address order; stop
+ * and return @fn's value when it returns nonzero.
+ */
+int vmm_for_each_mapping(struct vmm_space *s,
+			 int (*fn)(const struct vmm_mapping *m, void *arg),
+			 void *arg);
+
+/* Release pooled chunks to the driver until at most @keep_bytes stay. */
+int vmm_trim(struct vmm_space *s, uint64_t keep_bytes);
+
+/* Wait for work on @stream (NULL: the whole device). */
+int vmm_sync(struct vmm_space *s, void *stream);
+
+void vmm_get_stats(struct vmm_space *s, struct vmm_stats *st);
+const char *vmm_call_name(enum vmm_call call);
+
+#endif /* STALLOC_VMM_VMM_H */
