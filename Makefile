@@ -134,7 +134,8 @@ $(O)/stalloc.pc: lib/stalloc.pc.in Makefile
 $(FAKE_SO): $(FAKE_SRCS) $(wildcard tests/fakecuda/*.h)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(BASE_CFLAGS) $(CUDA_CFLAGS) $(CFLAGS) -shared \
+	$(Q)$(CC) $(filter-out -D_GNU_SOURCE,$(BASE_CFLAGS)) $(CUDA_CFLAGS) \
+		$(CFLAGS) -shared \
 		$(SAN_LDFLAGS) -o $@ $(FAKE_SRCS) -lpthread
 
 # Test programs link the internal archive: they test internal interfaces.

@@ -1,0 +1,563 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tests/test-vmm.c - the vmm/ suite, run once per backend
+ *
+ * The same tests run against the host backend and against the cuda backend
+ * on the fake driver (group "cuda"), so both backends are held to the same
+ * contract.  Tests that need the fake driver's controls (fault injection,
+ * call counters, live-object counts) skip on the host backend.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/vmm-fixture.h"
+
+#define MB (1ULL << 20)
+
+static const char *backend; /* of the group being run */
+static uint64_t chunk;	    /* chunk size the group uses */
+
+struct fx {
+	struct vmm_space *s;
+	uint64_t base;
+	uint64_t chunk;
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+
+	if (!f || fx_space(backend, chunk, &f->s)) {
+		fprintf(stderr, "setup: %s\n", stalloc_last_error());
+		free(f);
+		return -1;
+	}
+	f->base = vmm_base(f->s);
+	f->chunk = vmm_chunk_bytes(f->s);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	const struct fx_fake *fk = fx_fake();
+
+	vmm_space_destroy(f->s);
+	free(f);
+	if (fk && !strcmp(backend, "cuda")) {
+		/* Nothing the space held may outlive it. */
+		if (fk->live_reservations() || fk->live_handles() ||
+		    fk->live_mappings() || fk->live_primary_retains() ||
+		    fk->violations()) {
+			fprintf(stderr,
+				"teardown: leak or violation: res %lu handles "
+				"%lu maps %lu ctx %lu violations %lu\n",
+				fk->live_reservations(), fk->live_handles(),
+				fk->live_mappings(), fk->live_primary_retains(),
+				fk->violations());
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static uint64_t va_at(const struct fx *f, unsigned int slot)
+{
+	return f->base + slot * f->chunk;
+}
+
+static void test_geometry(void **state)
+{
+	struct fx *f = *state;
+	struct vmm_stats st;
+
+	assert_string_equal(vmm_backend_name(f->s), backend);
+	assert_int_equal(vmm_chunk_bytes(f->s), chunk);
+	assert_int_equal(vmm_size(f->s), 64 * chunk);
+	assert_int_equal(vmm_phys_limit(f->s), 32 * chunk);
+	assert_true(f->base != 0);
+	assert_int_equal(f->base % vmm_granularity(f->s), 0);
+	vmm_get_stats(f->s, &st);
+	assert_int_equal(st.calls[VMM_CALL_RESERVE], 1);
+	assert_int_equal(st.bytes_mapped + st.phys_bytes + st.chunks_live, 0);
+	assert_false(vmm_is_mapped(f->s, f->base, f->chunk));
+}
+
+static void test_map_write_read(void **state)
+{
+	struct fx *f = *state;
+	struct vmm_translation t;
+	struct vmm_stats st;
+
+	assert_int_equal(vmm_map(f->s, va_at(f, 2), 3 * f->chunk), 0);
+	fx_fill(va_at(f, 2), 3 * f->chunk, 42);
+	assert_true(fx_check(va_at(f, 2), 3 * f->chunk, 42));
+	assert_true(vmm_is_mapped(f->s, va_at(f, 2), 3 * f->chunk));
+	assert_false(vmm_is_mapped(f->s, va_at(f, 1), 2 * f->chunk));
+	assert_true(vmm_lookup(f->s, va_at(f, 3) + 100, &t));
+	assert_int_equal(t.slot_va, va_at(f, 3));
+	assert_int_equal(t.chunk_offset, 100);
+	assert_int_equal(t.chunk_id, 2);
+	assert_false(vmm_lookup(f->s, va_at(f, 5), &t));
+	assert_false(vmm_lookup(f->s, f->base - 1, &t));
+	vmm_get_stats(f->s, &st);
+	assert_int_equal(st.bytes_mapped, 3 * f->chunk);
+	assert_int_equal(st.phys_bytes, 3 * f->chunk);
+	assert_int_equal(st.chunks_created, 3);
+	assert_int_equal(st.calls[VMM_CALL_MAP], 3);
+	/* one access call for the whole contiguous range */
+	assert_int_equal(st.calls[VMM_CALL_SET_ACCESS], 1);
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 2), 3 * f->chunk, 0), 0);
+	vmm_get_stats(f->s, &st);
+	assert_int_equal(st.bytes_mapped, 0);
+	assert_int_equal(st.bytes_mapped_peak, 3 * f->chunk);
+	assert_int_equal(st.chunks_pooled, 3);
+	assert_int_equal(st.calls[VMM_CALL_SYNC], 1);
+}
+
+static void test_remap_moves_pages(void **state)
+{
+	struct fx *f = *state;
+	struct vmm_translation t;
+	struct vmm_stats before, after;
+
+	assert_int_equal(vmm_map(f->s, va_at(f, 0), 4 * f->chunk), 0);
+	fx_fill(va_at(f, 0), 4 * f->chunk, 7);
+	vmm_get_stats(f->s, &before);
+	assert_int_equal(vmm_remap(f->s, va_at(f, 0), va_at(f, 40),
+				   4 * f->chunk, 0),
+			 0);
+	assert_true(fx_check(va_at(f, 40), 4 * f->chunk, 7));
+	assert_false(vmm_is_mapped(f->s, va_at(f, 0), f->chunk));
+	assert_true(vmm_lookup(f->s, va_at(f, 41), &t));
+	assert_int_equal(t.chunk_id, 2); /* the same physical chunk */
+	vmm_get_stats(f->s, &after);
+	assert_int_equal(after.chunks_created, before.chunks_created);
+	assert_int_equal(after.phys_bytes, before.phys_bytes);
+	assert_int_equal(after.bytes_mapped, 4 * f->chunk);
+	/* moving back and forth never copies or creates */
+	assert_int_equal(vmm_remap(f->s, va_at(f, 40), va_at(f, 10),
+				   4 * f->chunk, VMM_SYNCED),
+			 0);
+	assert_true(fx_check(va_at(f, 10), 4 * f->chunk, 7));
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 10), 4 * f->chunk, 0), 0);
+}
+
+static void test_alias(void **state)
+{
+	struct fx *f = *state;
+	struct vmm_translation a, b;
+	struct vmm_stats st;
+	volatile uint64_t *pa = (uint64_t *)(uintptr_t)va_at(f, 1);
+	volatile uint64_t *pb = (uint64_t *)(uintptr_t)va_at(f, 20);
+
+	assert_int_equal(vmm_map(f->s, va_at(f, 1), 2 * f->chunk), 0);
+	assert_int_equal(vmm_alias(f->s, va_at(f, 1), va_at(f, 20),
+				   2 * f->chunk),
+			 0);
+	pa[0] = 0x1234;
+	assert_int_equal(pb[0], 0x1234);
+	pb[f->chunk / 8] = 0x5678;
+	assert_int_equal(pa[f->chunk / 8], 0x5678);
+	assert_true(vmm_lookup(f->s, va_at(f, 1), &a));
+	assert_true(vmm_lookup(f->s, va_at(f, 20), &b));
+	assert_int_equal(a.chunk_id, b.chunk_id);
+	vmm_get_stats(f->s, &st);
+	assert_int_equal(st.bytes_mapped, 4 * f->chunk);
+	assert_int_equal(st.phys_bytes, 2 * f->chunk);
+	/* the alias keeps the pages after the first mapping goes */
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 1), 2 * f->chunk, 0), 0);
+	assert_int_equal(pb[0], 0x1234);
+	vmm_get_stats(f->s, &st);
+	assert_int_equal(st.chunks_pooled, 0);
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 20), 2 * f->chunk, 0), 0);
+	vmm_get_stats(f->s, &st);
+	assert_int_equal(st.chunks_pooled, 2);
+}
+
+static void test_pool_reuse_and_trim(void **state)
+{
+	struct fx *f = *state;
+	struct vmm_stats st;
+
+	assert_int_equal(vmm_map(f->s, va_at(f, 0), 8 * f->chunk), 0);
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 0), 8 * f->chunk, 0), 0);
+	assert_int_equal(vmm_map(f->s, va_at(f, 30), 5 * f->chunk), 0);
+	vmm_get_stats(f->s, &st);
+	assert_int_equal(st.chunks_created, 8); /* reused, none new */
+	assert_int_equal(st.chunks_pooled, 3);
+	assert_int_equal(vmm_trim(f->s, f->chunk), 0);
+	vmm_get_stats(f->s, &st);
+	assert_int_equal(st.chunks_pooled, 1);
+	assert_int_equal(st.chunks_destroyed, 2);
+	assert_int_equal(st.phys_bytes, 6 * f->chunk);
+	assert_int_equal(st.phys_bytes_peak, 8 * f->chunk);
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 30), 5 * f->chunk, 0), 0);
+	assert_int_equal(vmm_trim(f->s, 0), 0);
+	vmm_get_stats(f->s, &st);
+	assert_int_equal(st.chunks_live, 0);
+	assert_int_equal(st.phys_bytes, 0);
+	/* a recreated chunk starts zeroed: the pages really went back */
+	assert_int_equal(vmm_map(f->s, va_at(f, 0), f->chunk), 0);
+	assert_int_equal(*(volatile uint64_t *)(uintptr_t)va_at(f, 0), 0);
+}
+
+/* Expect @err from a call and nothing changed in the stats or driver. */
+#define EXPECT_REJECT(f, call, err)                                            \
+	do {                                                                   \
+		struct vmm_stats __b, __a;                                     \
+		vmm_get_stats((f)->s, &__b);                                   \
+		assert_int_equal((call), (err));                               \
+		assert_true(strlen(stalloc_last_error()) > 0);                 \
+		vmm_get_stats((f)->s, &__a);                                   \
+		assert_memory_equal(&__a, &__b, sizeof(__a));                  \
+	} while (0)
+
+static void test_bad_input(void **state)
+{
+	struct fx *f = *state;
+	uint64_t c = f->chunk, end = f->base + vmm_size(f->s);
+
+	EXPECT_REJECT(f, vmm_map(f->s, va_at(f, 0), 0), -EINVAL);
+	EXPECT_REJECT(f, vmm_map(f->s, va_at(f, 0) + 4096, c), -EINVAL);
+	EXPECT_REJECT(f, vmm_map(f->s, va_at(f, 0), c + 4096), -EINVAL);
+	EXPECT_REJECT(f, vmm_map(f->s, f->base - c, c), -EINVAL);
+	EXPECT_REJECT(f, vmm_map(f->s, end - c, 2 * c), -EINVAL);
+	EXPECT_REJECT(f, vmm_map(f->s, end, c), -EINVAL);
+	EXPECT_REJECT(f, vmm_map(f->s, va_at(f, 1), UINT64_MAX - c + 1),
+		      -EINVAL);
+	EXPECT_REJECT(f, vmm_map(f->s, UINT64_MAX - c + 1, c), -EINVAL);
+	assert_int_equal(vmm_map(f->s, va_at(f, 4), 2 * c), 0);
+	/* mapping over a mapped range, even partly */
+	EXPECT_REJECT(f, vmm_map(f->s, va_at(f, 5), 2 * c), -EBUSY);
+	EXPECT_REJECT(f, vmm_map(f->s, va_at(f, 3), 2 * c), -EBUSY);
+	/* unmapping what is not (wholly) mapped */
+	EXPECT_REJECT(f, vmm_unmap(f->s, va_at(f, 0), c, 0), -EINVAL);
+	EXPECT_REJECT(f, vmm_unmap(f->s, va_at(f, 5), 2 * c, 0), -EINVAL);
+	EXPECT_REJECT(f, vmm_unmap(f->s, va_at(f, 4), 0, 0), -EINVAL);
+	/* remap / alias: overlap, unmapped source, mapped destination */
+	EXPECT_REJECT(f, vmm_remap(f->s, va_at(f, 4), va_at(f, 5), c, 0),
+		      -EBUSY);
+	EXPECT_REJECT(f, vmm_remap(f->s, va_at(f, 4), va_at(f, 3), 2 * c, 0),
+		      -EINVAL);
+	EXPECT_REJECT(f, vmm_remap(f->s, va_at(f, 9), va_at(f, 20), c, 0),
+		      -EINVAL);
+	EXPECT_REJECT(f, vmm_alias(f->s, va_at(f, 4), va_at(f, 5), c), -EBUSY);
+	EXPECT_REJECT(f, vmm_alias(f->s, va_at(f, 4), end, c), -EINVAL);
+	assert_true(vmm_is_mapped(f->s, va_at(f, 4), 2 * c));
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 4), 2 * c, 0), 0);
+}
+
+static void test_physical_limit(void **state)
+{
+	struct fx *f = *state;
+	struct vmm_stats st;
+	uint64_t c = f->chunk;
+
+	/* 32 chunks is the limit; 40 cannot all be backed */
+	EXPECT_REJECT(f, vmm_map(f->s, va_at(f, 0), 40 * c), -ENOMEM);
+	assert_int_equal(vmm_map(f->s, va_at(f, 0), 30 * c), 0);
+	EXPECT_REJECT(f, vmm_map(f->s, va_at(f, 30), 3 * c), -ENOMEM);
+	assert_int_equal(vmm_map(f->s, va_at(f, 30), 2 * c), 0);
+	EXPECT_REJECT(f, vmm_map(f->s, va_at(f, 32), c), -ENOMEM);
+	/* an alias needs no new memory */
+	assert_int_equal(vmm_alias(f->s, va_at(f, 0), va_at(f, 40), 8 * c), 0);
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 10), 4 * c, 0), 0);
+	assert_int_equal(vmm_map(f->s, va_at(f, 50), 4 * c), 0);
+	vmm_get_stats(f->s, &st);
+	assert_int_equal(st.phys_bytes, 32 * c);
+	assert_int_equal(st.chunks_created, 32);
+}
+
+static int count_run(const struct vmm_mapping *m, void *arg)
+{
+	struct vmm_mapping *runs = arg;
+
+	runs[runs[0].nr_chunks + 1] = *m;
+	runs[0].nr_chunks++;
+	return 0;
+}
+
+static void test_mapping_runs(void **state)
+{
+	struct fx *f = *state;
+	struct vmm_mapping runs[8];
+	uint64_t c = f->chunk;
+
+	memset(runs, 0, sizeof(runs));
+	assert_int_equal(vmm_map(f->s, va_at(f, 0), 3 * c), 0);
+	assert_int_equal(vmm_map(f->s, va_at(f, 3), 2 * c), 0);
+	assert_int_equal(vmm_alias(f->s, va_at(f, 0), va_at(f, 63), c), 0);
+	assert_int_equal(vmm_for_each_mapping(f->s, count_run, runs), 0);
+	assert_int_equal(runs[0].nr_chunks, 2);
+	assert_int_equal(runs[1].va, va_at(f, 0));
+	assert_int_equal(runs[1].nr_chunks, 5);
+	assert_int_equal(runs[1].bytes, 5 * c);
+	assert_true(runs[1].contiguous_ids);
+	assert_int_equal(runs[2].va, va_at(f, 63));
+	assert_int_equal(runs[2].first_chunk_id, 1);
+}
+
+static void test_config_errors(void **state)
+{
+	struct vmm_config cfg = { .backend = backend, .va_bytes = 64 * MB };
+	struct vmm_space *s = NULL;
+
+	(void)state;
+	cfg.chunk_bytes = chunk + 4096;
+	assert_int_equal(vmm_space_create(&cfg, &s), -EINVAL);
+	assert_non_null(strstr(stalloc_last_error(), "chunk size"));
+	cfg.chunk_bytes = 0;
+	cfg.backend = "tpu";
+	assert_int_equal(vmm_space_create(&cfg, &s), -EINVAL);
+	assert_non_null(strstr(stalloc_last_error(), "tpu"));
+	cfg.backend = backend;
+	cfg.device = -1;
+	assert_int_equal(vmm_space_create(&cfg, &s), -EINVAL);
+	cfg.device = 0;
+	setenv("STALLOC_PHYS_LIMIT", "12Q", 1);
+	assert_int_equal(vmm_space_create(&cfg, &s), -EINVAL);
+	assert_non_null(strstr(stalloc_last_error(), "STALLOC_PHYS_LIMIT"));
+	unsetenv("STALLOC_PHYS_LIMIT");
+	if (!strcmp(backend, "cuda")) {
+		cfg.device = 7;
+		assert_int_equal(vmm_space_create(&cfg, &s), -ENODEV);
+		assert_non_null(strstr(stalloc_last_error(), "no device 7"));
+	}
+	assert_null(s);
+}
+
+static void test_chunk_multiple(void **state)
+{
+	struct vmm_config cfg = { .backend = backend,
+				  .va_bytes = 64 * MB,
+				  .chunk_bytes = 3 * chunk,
+				  .host_device_bytes = 48 * chunk };
+	struct vmm_space *s;
+	uint64_t base;
+
+	(void)state;
+	assert_int_equal(vmm_space_create(&cfg, &s), 0);
+	base = vmm_base(s);
+	assert_int_equal(vmm_size(s) % (3 * chunk), 0);
+	assert_int_equal(vmm_map(s, base + 6 * chunk, 6 * chunk), 0);
+	fx_fill(base + 6 * chunk, 6 * chunk, 3);
+	assert_int_equal(vmm_remap(s, base + 6 * chunk, base, 6 * chunk, 0),
+			 0);
+	assert_true(fx_check(base, 6 * chunk, 3));
+	assert_int_equal(vmm_map(s, base + chunk, 3 * chunk), -EINVAL);
+	vmm_space_destroy(s);
+}
+
+/* ---------------------------------------------------------------- fork */
+
+static void test_fork_child_untouched(void **state)
+{
+	struct fx *f = *state;
+	int status;
+	pid_t pid;
+
+	assert_int_equal(vmm_map(f->s, va_at(f, 0), 2 * f->chunk), 0);
+	fx_fill(va_at(f, 0), 2 * f->chunk, 99);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(0); /* the child never touches the allocator */
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_true(fx_check(va_at(f, 0), 2 * f->chunk, 99));
+	assert_int_equal(vmm_remap(f->s, va_at(f, 0), va_at(f, 8),
+				   2 * f->chunk, 0),
+			 0);
+	assert_true(fx_check(va_at(f, 8), 2 * f->chunk, 99));
+	assert_int_equal(vmm_map(f->s, va_at(f, 0), f->chunk), 0);
+	fx_fill(va_at(f, 0), f->chunk, 5);
+	assert_true(fx_check(va_at(f, 0), f->chunk, 5));
+}
+
+/* --------------------------------------------------------- concurrency */
+
+#define NR_WRITERS 4
+#define NR_READERS 2
+#define ROUNDS 300
+
+struct conc {
+	struct fx *f;
+	int idx;
+	volatile int stop;
+	unsigned long lookups, hits;
+	int failed;
+};
+
+/* Each writer owns 12 slots: 4 for mapping, 4 to remap to, 4 to alias. */
+static void *writer(void *arg)
+{
+	struct conc *c = arg;
+	struct fx *f = c->f;
+	uint64_t a = va_at(f, 12 * c->idx), b = a + 4 * f->chunk;
+	uint64_t d = b + 4 * f->chunk, n = 1 + c->idx % 3;
+	int r;
+
+	for (r = 0; r < ROUNDS && !c->failed; r++) {
+		uint64_t bytes = n * f->chunk, seed = (uint64_t)r << 8 | c->idx;
+
+		if (vmm_map(f->s, a, bytes))
+			c->failed = 1;
+		fx_fill(a, bytes, seed);
+		if (vmm_remap(f->s, a, b, bytes, VMM_SYNCED) ||
+		    !fx_check(b, bytes, seed))
+			c->failed = 2;
+		if (vmm_alias(f->s, b, d, bytes) || !fx_check(d, bytes, seed))
+			c->failed = 3;
+		if (vmm_unmap(f->s, b, bytes, VMM_SYNCED) ||
+		    vmm_unmap(f->s, d, bytes, 0))
+			c->failed = 4;
+		if (r % 50 == 49 && vmm_trim(f->s, 4 * f->chunk))
+			c->failed = 5;
+	}
+	return NULL;
+}
+
+static void *reader(void *arg)
+{
+	struct conc *c = arg;
+	struct fx *f = c->f;
+	uint64_t x = 88172645463325252ULL ^ (uint64_t)c->idx;
+	struct vmm_translation t;
+
+	while (!c->stop) {
+		uint64_t slot;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		slot = x % (12 * NR_WRITERS);
+		c->lookups++;
+		if (vmm_lookup(f->s, va_at(f, (unsigned int)slot) + 8, &t)) {
+			c->hits++;
+			if (!t.chunk_id || t.chunk_offset != 8 ||
+			    t.slot_va != va_at(f, (unsigned int)slot))
+				c->failed = 1;
+		}
+	}
+	return NULL;
+}
+
+static void test_concurrent(void **state)
+{
+	struct fx *f = *state;
+	struct conc w[NR_WRITERS], r[NR_READERS];
+	pthread_t wt[NR_WRITERS], rt[NR_READERS];
+	struct vmm_stats st;
+	int i;
+
+	for (i = 0; i < NR_READERS; i++) {
+		r[i] = (struct conc){ .f = f, .idx = i };
+		assert_int_equal(pthread_create(&rt[i], NULL, reader, &r[i]), 0);
+	}
+	for (i = 0; i < NR_WRITERS; i++) {
+		w[i] = (struct conc){ .f = f, .idx = i };
+		assert_int_equal(pthread_create(&wt[i], NULL, writer, &w[i]), 0);
+	}
+	for (i = 0; i < NR_WRITERS; i++) {
+		pthread_join(wt[i], NULL);
+		assert_int_equal(w[i].failed, 0);
+	}
+	for (i = 0; i < NR_READERS; i++) {
+		r[i].stop = 1;
+		pthread_join(rt[i], NULL);
+		assert_int_equal(r[i].failed, 0);
+		assert_true(r[i].lookups > 0);
+	}
+	vmm_get_stats(f->s, &st);
+	assert_int_equal(st.bytes_mapped, 0);
+	assert_int_equal(st.chunks_live, st.chunks_pooled);
+	assert_int_equal(st.chunks_live, st.chunks_created -
+						 st.chunks_destroyed);
+	assert_int_equal(st.phys_bytes, st.chunks_live * f->chunk);
+	assert_true(st.phys_bytes_peak <= vmm_phys_limit(f->s));
+}
+
+/* ------------------------------------------------------ driver-only */
+
+static void test_unmap_synchronises(void **state)
+{
+	struct fx *f = *state;
+	const struct fx_fake *fk = fx_fake();
+	unsigned long n;
+
+	if (!fk || strcmp(backend, "cuda"))
+		skip();
+	assert_int_equal(vmm_map(f->s, va_at(f, 0), 2 * f->chunk), 0);
+	n = fk->calls("cuCtxSynchronize");
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 0), f->chunk, 0), 0);
+	assert_int_equal(fk->calls("cuCtxSynchronize"), n + 1);
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 1), f->chunk, VMM_SYNCED),
+			 0);
+	assert_int_equal(fk->calls("cuCtxSynchronize"), n + 1);
+	/* a failing synchronisation keeps the mapping */
+	assert_int_equal(vmm_map(f->s, va_at(f, 0), f->chunk), 0);
+	fk->fail_nth("cuCtxSynchronize", 1, 999 /* CUDA_ERROR_UNKNOWN */);
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 0), f->chunk, 0), -EIO);
+	assert_non_null(strstr(stalloc_last_error(), "cuCtxSynchronize"));
+	assert_true(vmm_is_mapped(f->s, va_at(f, 0), f->chunk));
+	assert_int_equal(fk->live_mappings(), 1);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+		T(test_geometry),
+		T(test_map_write_read),
+		T(test_remap_moves_pages),
+		T(test_alias),
+		T(test_pool_reuse_and_trim),
+		T(test_bad_input),
+		T(test_physical_limit),
+		T(test_mapping_runs),
+		T(test_fork_child_untouched),
+		T(test_concurrent),
+		T(test_unmap_synchronises),
+		cmocka_unit_test(test_config_errors),
+		cmocka_unit_test(test_chunk_multiple),
+#undef T
+	};
+	int fails = 0;
+
+	chunk = 2 * MB;
+	if (argc < 2 || !strcmp(argv[1], "host")) {
+		backend = "host";
+		fails += cmocka_run_group_tests_name("vmm/host", tests, NULL,
+						     NULL);
+		/* a small granularity exercises other geometry */
+		setenv("STALLOC_HOST_GRANULARITY", "64K", 1);
+		chunk = 64 * 1024;
+		fails += cmocka_run_group_tests_name("vmm/host-64k", tests,
+						     NULL, NULL);
+		unsetenv("STALLOC_HOST_GRANULARITY");
+		chunk = 2 * MB;
+	}
+	if (argc < 2 || !strcmp(argv[1], "cuda")) {
+		if (!vmm_cuda_available()) {
+			fprintf(stderr, "vmm/cuda: no driver (%s)\n",
+				stalloc_last_error());
+			return fails + 1;
+		}
+		backend = "cuda";
+		fails += cmocka_run_group_tests_name("vmm/cuda", tests, NULL,
+						     NULL);
+	}
+	return fails;
+}
