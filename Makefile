@@ -89,7 +89,7 @@ LIB_A := $(O)/libstalloc-internal.a
 # ---------------------------------------------------------------- tests
 FAKE_SO := $(O)/libcuda-fake.so
 FAKE_SRCS := $(wildcard tests/fakecuda/fakecuda*.c)
-TEST_NAMES := test-vmm test-util
+TEST_NAMES := test-vmm test-util test-vmm-faults
 TEST_BINS := $(TEST_NAMES:%=$(O)/tests/%)
 ifeq ($(HAVE_CUDA_H),y)
 TEST_BINS += $(O)/tests/fakecuda-selftest

@@ -56,8 +56,7 @@ enum stalloc_log_level stalloc_set_log_level(enum stalloc_log_level level)
 		&sa_level, (int)level, __ATOMIC_RELAXED);
 }
 
-static void sa_vlog(enum stalloc_log_level level, const char *fmt,
-		    va_list ap)
+static void sa_vlog(enum stalloc_log_level level, const char *fmt, va_list ap)
 {
 	static const char *const tags[] = { "", "error", "warning", "info",
 					    "debug" };
@@ -180,8 +179,9 @@ int sa_env_size(const char *name, uint64_t def, uint64_t *out)
 	if (!s || !*s)
 		return 0;
 	if (sa_parse_size(s, out))
-		return sa_error(-EINVAL, "environment: %s=\"%s\" is not a "
-					 "byte count (e.g. 2M, 16G)",
+		return sa_error(-EINVAL,
+				"environment: %s=\"%s\" is not a "
+				"byte count (e.g. 2M, 16G)",
 				name, s);
 	return 0;
 }

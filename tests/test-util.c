@@ -24,7 +24,8 @@ static void test_version(void **state)
 	snprintf(buf, sizeof(buf), "%d.%d.%d", STALLOC_VERSION_MAJOR,
 		 STALLOC_VERSION_MINOR, STALLOC_VERSION_PATCH);
 	assert_string_equal(stalloc_version_string(), buf);
-	assert_true(STALLOC_VERSION_NUM(1, 2, 3) > STALLOC_VERSION_NUM(1, 1, 99));
+	assert_true(STALLOC_VERSION_NUM(1, 2, 3) >
+		    STALLOC_VERSION_NUM(1, 1, 99));
 }
 
 static void test_parse_size(void **state)
@@ -33,14 +34,25 @@ static void test_parse_size(void **state)
 		const char *s;
 		uint64_t v;
 	} good[] = {
-		{ "0", 0 },	      { "4096", 4096 },
-		{ "0x1000", 4096 },   { "2M", 2ULL << 20 },
-		{ "2MiB", 2ULL << 20 }, { "2mb", 2ULL << 20 },
-		{ "16G", 16ULL << 30 }, { "1T", 1ULL << 40 },
-		{ "64k", 65536 },     { "7B", 7 },
+		{ "0", 0 },
+		{ "4096", 4096 },
+		{ "0x1000", 4096 },
+		{ "2M", 2ULL << 20 },
+		{ "2MiB", 2ULL << 20 },
+		{ "2mb", 2ULL << 20 },
+		{ "16G", 16ULL << 30 },
+		{ "1T", 1ULL << 40 },
+		{ "64k", 65536 },
+		{ "7B", 7 },
 	};
-	static const char *const bad[] = { "", "-1", "+3", "M", "2X", "2MM",
-					   "1e3", "99999999999999999999",
+	static const char *const bad[] = { "",
+					   "-1",
+					   "+3",
+					   "M",
+					   "2X",
+					   "2MM",
+					   "1e3",
+					   "99999999999999999999",
 					   "17000000000000G" };
 	uint64_t v;
 	size_t i;

@@ -25,7 +25,7 @@
 #define MB (1ULL << 20)
 
 static const char *backend; /* of the group being run */
-static uint64_t chunk;	    /* chunk size the group uses */
+static uint64_t chunk; /* chunk size the group uses */
 
 struct fx {
 	struct vmm_space *s;
@@ -135,9 +135,8 @@ static void test_remap_moves_pages(void **state)
 	assert_int_equal(vmm_map(f->s, va_at(f, 0), 4 * f->chunk), 0);
 	fx_fill(va_at(f, 0), 4 * f->chunk, 7);
 	vmm_get_stats(f->s, &before);
-	assert_int_equal(vmm_remap(f->s, va_at(f, 0), va_at(f, 40),
-				   4 * f->chunk, 0),
-			 0);
+	assert_int_equal(
+		vmm_remap(f->s, va_at(f, 0), va_at(f, 40), 4 * f->chunk, 0), 0);
 	assert_true(fx_check(va_at(f, 40), 4 * f->chunk, 7));
 	assert_false(vmm_is_mapped(f->s, va_at(f, 0), f->chunk));
 	assert_true(vmm_lookup(f->s, va_at(f, 41), &t));
@@ -163,9 +162,8 @@ static void test_alias(void **state)
 	volatile uint64_t *pb = (uint64_t *)(uintptr_t)va_at(f, 20);
 
 	assert_int_equal(vmm_map(f->s, va_at(f, 1), 2 * f->chunk), 0);
-	assert_int_equal(vmm_alias(f->s, va_at(f, 1), va_at(f, 20),
-				   2 * f->chunk),
-			 0);
+	assert_int_equal(
+		vmm_alias(f->s, va_at(f, 1), va_at(f, 20), 2 * f->chunk), 0);
 	pa[0] = 0x1234;
 	assert_int_equal(pb[0], 0x1234);
 	pb[f->chunk / 8] = 0x5678;
@@ -214,14 +212,14 @@ static void test_pool_reuse_and_trim(void **state)
 }
 
 /* Expect @err from a call and nothing changed in the stats or driver. */
-#define EXPECT_REJECT(f, call, err)                                            \
-	do {                                                                   \
-		struct vmm_stats __b, __a;                                     \
-		vmm_get_stats((f)->s, &__b);                                   \
-		assert_int_equal((call), (err));                               \
-		assert_true(strlen(stalloc_last_error()) > 0);                 \
-		vmm_get_stats((f)->s, &__a);                                   \
-		assert_memory_equal(&__a, &__b, sizeof(__a));                  \
+#define EXPECT_REJECT(f, call, err)                            \
+	do {                                                   \
+		struct vmm_stats __b, __a;                     \
+		vmm_get_stats((f)->s, &__b);                   \
+		assert_int_equal((call), (err));               \
+		assert_true(strlen(stalloc_last_error()) > 0); \
+		vmm_get_stats((f)->s, &__a);                   \
+		assert_memory_equal(&__a, &__b, sizeof(__a));  \
 	} while (0)
 
 static void test_bad_input(void **state)
@@ -353,8 +351,7 @@ static void test_chunk_multiple(void **state)
 	assert_int_equal(vmm_size(s) % (3 * chunk), 0);
 	assert_int_equal(vmm_map(s, base + 6 * chunk, 6 * chunk), 0);
 	fx_fill(base + 6 * chunk, 6 * chunk, 3);
-	assert_int_equal(vmm_remap(s, base + 6 * chunk, base, 6 * chunk, 0),
-			 0);
+	assert_int_equal(vmm_remap(s, base + 6 * chunk, base, 6 * chunk, 0), 0);
 	assert_true(fx_check(base, 6 * chunk, 3));
 	assert_int_equal(vmm_map(s, base + chunk, 3 * chunk), -EINVAL);
 	vmm_space_destroy(s);
@@ -377,9 +374,8 @@ static void test_fork_child_untouched(void **state)
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	assert_true(fx_check(va_at(f, 0), 2 * f->chunk, 99));
-	assert_int_equal(vmm_remap(f->s, va_at(f, 0), va_at(f, 8),
-				   2 * f->chunk, 0),
-			 0);
+	assert_int_equal(
+		vmm_remap(f->s, va_at(f, 0), va_at(f, 8), 2 * f->chunk, 0), 0);
 	assert_true(fx_check(va_at(f, 8), 2 * f->chunk, 99));
 	assert_int_equal(vmm_map(f->s, va_at(f, 0), f->chunk), 0);
 	fx_fill(va_at(f, 0), f->chunk, 5);
@@ -464,11 +460,13 @@ static void test_concurrent(void **state)
 
 	for (i = 0; i < NR_READERS; i++) {
 		r[i] = (struct conc){ .f = f, .idx = i };
-		assert_int_equal(pthread_create(&rt[i], NULL, reader, &r[i]), 0);
+		assert_int_equal(pthread_create(&rt[i], NULL, reader, &r[i]),
+				 0);
 	}
 	for (i = 0; i < NR_WRITERS; i++) {
 		w[i] = (struct conc){ .f = f, .idx = i };
-		assert_int_equal(pthread_create(&wt[i], NULL, writer, &w[i]), 0);
+		assert_int_equal(pthread_create(&wt[i], NULL, writer, &w[i]),
+				 0);
 	}
 	for (i = 0; i < NR_WRITERS; i++) {
 		pthread_join(wt[i], NULL);
@@ -483,8 +481,8 @@ static void test_concurrent(void **state)
 	vmm_get_stats(f->s, &st);
 	assert_int_equal(st.bytes_mapped, 0);
 	assert_int_equal(st.chunks_live, st.chunks_pooled);
-	assert_int_equal(st.chunks_live, st.chunks_created -
-						 st.chunks_destroyed);
+	assert_int_equal(st.chunks_live,
+			 st.chunks_created - st.chunks_destroyed);
 	assert_int_equal(st.phys_bytes, st.chunks_live * f->chunk);
 	assert_true(st.phys_bytes_peak <= vmm_phys_limit(f->s));
 }
@@ -503,8 +501,7 @@ static void test_unmap_synchronises(void **state)
 	n = fk->calls("cuCtxSynchronize");
 	assert_int_equal(vmm_unmap(f->s, va_at(f, 0), f->chunk, 0), 0);
 	assert_int_equal(fk->calls("cuCtxSynchronize"), n + 1);
-	assert_int_equal(vmm_unmap(f->s, va_at(f, 1), f->chunk, VMM_SYNCED),
-			 0);
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 1), f->chunk, VMM_SYNCED), 0);
 	assert_int_equal(fk->calls("cuCtxSynchronize"), n + 1);
 	/* a failing synchronisation keeps the mapping */
 	assert_int_equal(vmm_map(f->s, va_at(f, 0), f->chunk), 0);

@@ -11,9 +11,10 @@
  * A device is usable if it reports CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_
  * MANAGEMENT_SUPPORTED.  The backend works in the context current on the
  * opening thread if it belongs to the device, otherwise in the device's
- * primary context, which it retains until close.  Every call that needs the
- * context pushes it only when the calling thread has another one current,
- * and pops it afterwards, so the caller's context stack is left as found.
+ * primary context, which it retains until close.  Every call runs in that
+ * context: a thread with none current gets it made current (and keeps it,
+ * as with the CUDA runtime); a thread with another one current gets ours
+ * pushed for the call and popped afterwards.
  *
  * Every failing CUresult becomes a negative errno and a message naming the
  * call, its arguments, the device and the driver's error name and string.
@@ -38,7 +39,7 @@
 
 static struct cuda_driver {
 	void *lib;
-	int status;	/* 0 or -ENODEV once loading was tried */
+	int status; /* 0 or -ENODEV once loading was tried */
 	char why[384]; /* why loading failed, repeated to each caller */
 	PFN_cuInit_v2000 init;
 	PFN_cuGetErrorName_v6000 error_name;
@@ -51,6 +52,7 @@ static struct cuda_driver {
 	PFN_cuDevicePrimaryCtxRelease_v11000 primary_release;
 	PFN_cuCtxGetCurrent_v4000 ctx_get_current;
 	PFN_cuCtxGetDevice_v2000 ctx_get_device;
+	PFN_cuCtxSetCurrent_v4000 ctx_set_current;
 	PFN_cuCtxPushCurrent_v4000 ctx_push;
 	PFN_cuCtxPopCurrent_v4000 ctx_pop;
 	PFN_cuCtxSynchronize_v2000 ctx_sync;
@@ -77,7 +79,10 @@ static const struct {
 	const char *name;
 	size_t offset;
 } drv_syms[] = {
-#define SYM(field, sym) { sym, offsetof(struct cuda_driver, field) }
+#define SYM(field, sym)                                  \
+	{                                                \
+		sym, offsetof(struct cuda_driver, field) \
+	}
 	SYM(init, "cuInit"),
 	SYM(error_name, "cuGetErrorName"),
 	SYM(error_string, "cuGetErrorString"),
@@ -89,6 +94,7 @@ static const struct {
 	SYM(primary_release, "cuDevicePrimaryCtxRelease"),
 	SYM(ctx_get_current, "cuCtxGetCurrent"),
 	SYM(ctx_get_device, "cuCtxGetDevice"),
+	SYM(ctx_set_current, "cuCtxSetCurrent"),
 	SYM(ctx_push, "cuCtxPushCurrent"),
 	SYM(ctx_pop, "cuCtxPopCurrent"),
 	SYM(ctx_sync, "cuCtxSynchronize"),
@@ -147,8 +153,7 @@ static int cuda_fail(struct vmm_backend *be, CUresult rc, const char *what)
 			be ? be->device : -1, desc);
 }
 
-typedef CUresult(CUDAAPI *getproc_fn)(const char *, void **, int,
-				      cuuint64_t,
+typedef CUresult(CUDAAPI *getproc_fn)(const char *, void **, int, cuuint64_t,
 				      CUdriverProcAddressQueryResult *);
 
 static int drv_resolve(getproc_fn getproc)
@@ -237,8 +242,10 @@ bool vmm_cuda_available(void)
 }
 
 /*
- * Make the device's context current for one call.  *@pushed says whether
- * cuda_leave() must pop it.
+ * Make the device's context current for one call.  A thread with no current
+ * context keeps ours afterwards (as the CUDA runtime does on first use); a
+ * thread working in another context gets it back: *@pushed says whether
+ * cuda_leave() must pop ours.
  */
 static int cuda_enter(struct vmm_backend *be, bool *pushed)
 {
@@ -252,6 +259,12 @@ static int cuda_enter(struct vmm_backend *be, bool *pushed)
 		return cuda_fail(be, rc, "cuCtxGetCurrent()");
 	if (cur == d->ctx)
 		return 0;
+	if (!cur) {
+		rc = drv.ctx_set_current(d->ctx);
+		if (rc != CUDA_SUCCESS)
+			return cuda_fail(be, rc, "cuCtxSetCurrent()");
+		return 0;
+	}
 	rc = drv.ctx_push(d->ctx);
 	if (rc != CUDA_SUCCESS)
 		return cuda_fail(be, rc, "cuCtxPushCurrent()");
@@ -390,22 +403,22 @@ static void cuda_close(struct vmm_backend *be)
  * Run one driver call in the device's context: @call is an expression
  * assigned to rc; @fmt and the rest describe it for the error message.
  */
-#define CUDA_CALL(be, call, fmt, ...)                                         \
-	({                                                                     \
-		bool __pushed;                                                 \
-		char __what[96];                                               \
-		int __err = cuda_enter(be, &__pushed);                         \
-		CUresult rc;                                                   \
-		if (!__err) {                                                  \
-			rc = (call);                                           \
-			cuda_leave(be, __pushed);                              \
-			if (rc != CUDA_SUCCESS) {                              \
-				snprintf(__what, sizeof(__what), fmt,          \
-					 __VA_ARGS__);                         \
-				__err = cuda_fail(be, rc, __what);             \
-			}                                                      \
-		}                                                              \
-		__err;                                                         \
+#define CUDA_CALL(be, call, fmt, ...)                                 \
+	({                                                            \
+		bool __pushed;                                        \
+		char __what[96];                                      \
+		int __err = cuda_enter(be, &__pushed);                \
+		CUresult rc;                                          \
+		if (!__err) {                                         \
+			rc = (call);                                  \
+			cuda_leave(be, __pushed);                     \
+			if (rc != CUDA_SUCCESS) {                     \
+				snprintf(__what, sizeof(__what), fmt, \
+					 __VA_ARGS__);                \
+				__err = cuda_fail(be, rc, __what);    \
+			}                                             \
+		}                                                     \
+		__err;                                                \
 	})
 
 static int cuda_reserve_va(struct vmm_backend *be, size_t size, size_t align,
@@ -473,8 +486,8 @@ static int cuda_set_access(struct vmm_backend *be, uint64_t va, size_t size)
 	desc.location.id = be->device;
 	desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 	return CUDA_CALL(be, drv.set_access(va, size, &desc, 1),
-			 "cuMemSetAccess(0x%llx, %zu)",
-			 (unsigned long long)va, size);
+			 "cuMemSetAccess(0x%llx, %zu)", (unsigned long long)va,
+			 size);
 }
 
 static int cuda_synchronize(struct vmm_backend *be, void *stream)

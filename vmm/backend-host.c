@@ -61,8 +61,7 @@ static void host_set_bits(struct host_dev *h, uint64_t first, uint64_t n,
 }
 
 /* First fit of @n free granules; false if the device is full. */
-static bool host_find_run(const struct host_dev *h, uint64_t n,
-			  uint64_t *first)
+static bool host_find_run(const struct host_dev *h, uint64_t n, uint64_t *first)
 {
 	uint64_t i, run = 0;
 
@@ -222,8 +221,8 @@ static int host_destroy_chunk(struct vmm_backend *be, uint64_t handle)
 	if (fallocate(h->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 		      (off_t)off, (off_t)len))
 		return host_errno(be, "fallocate(PUNCH_HOLE)", off, len);
-	host_set_bits(h, off / be->info.granularity,
-		      len / be->info.granularity, false);
+	host_set_bits(h, off / be->info.granularity, len / be->info.granularity,
+		      false);
 	return 0;
 }
 

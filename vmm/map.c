@@ -44,8 +44,8 @@ static int vmm_need_free(struct vmm_space *s, const char *op, uint64_t first,
 }
 
 /* -EINVAL unless every slot of [first, first + n) is mapped. */
-static int vmm_need_mapped(struct vmm_space *s, const char *op,
-			   uint64_t first, uint64_t n)
+static int vmm_need_mapped(struct vmm_space *s, const char *op, uint64_t first,
+			   uint64_t n)
 {
 	uint64_t i;
 
@@ -339,7 +339,7 @@ static int vmm_alias_locked(struct vmm_space *s, const char *op, uint64_t src,
 	dfirst = vmm_slot(s, dst);
 	n = bytes / s->chunk;
 	err = vmm_need_mapped(s, op, sfirst, n) ?:
-		      vmm_need_free(s, op, dfirst, n);
+						  vmm_need_free(s, op, dfirst, n);
 	if (err)
 		return err;
 	chunks = malloc(n * sizeof(*chunks));
@@ -364,8 +364,8 @@ int vmm_alias(struct vmm_space *s, uint64_t src, uint64_t dst, uint64_t bytes)
 	return err;
 }
 
-int vmm_remap(struct vmm_space *s, uint64_t from, uint64_t to,
-	      uint64_t bytes, unsigned int flags)
+int vmm_remap(struct vmm_space *s, uint64_t from, uint64_t to, uint64_t bytes,
+	      unsigned int flags)
 {
 	int err;
 

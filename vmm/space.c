@@ -30,10 +30,14 @@
 #define VMM_MAX_SLOTS ((uint64_t)1 << 28) /* 2 GiB of table at most */
 
 static const char *const vmm_call_names[VMM_CALL_NR] = {
-	[VMM_CALL_RESERVE] = "reserve",	  [VMM_CALL_RELEASE_VA] = "release_va",
-	[VMM_CALL_CREATE] = "create",	  [VMM_CALL_DESTROY] = "destroy",
-	[VMM_CALL_MAP] = "map",		  [VMM_CALL_UNMAP] = "unmap",
-	[VMM_CALL_SET_ACCESS] = "set_access", [VMM_CALL_SYNC] = "sync",
+	[VMM_CALL_RESERVE] = "reserve",
+	[VMM_CALL_RELEASE_VA] = "release_va",
+	[VMM_CALL_CREATE] = "create",
+	[VMM_CALL_DESTROY] = "destroy",
+	[VMM_CALL_MAP] = "map",
+	[VMM_CALL_UNMAP] = "unmap",
+	[VMM_CALL_SET_ACCESS] = "set_access",
+	[VMM_CALL_SYNC] = "sync",
 };
 
 const char *vmm_call_name(enum vmm_call call)
@@ -104,8 +108,8 @@ static int vmm_geometry(struct vmm_space *s, const struct vmm_config *cfg)
 	err = vmm_setting(cfg->va_bytes, "STALLOC_VA_SIZE", va, &va);
 	if (err)
 		return err;
-	if (!va || !sa_round_up(va, chunk, &va) ||
-	    va / chunk > VMM_MAX_SLOTS || va > SIZE_MAX / 2)
+	if (!va || !sa_round_up(va, chunk, &va) || va / chunk > VMM_MAX_SLOTS ||
+	    va > SIZE_MAX / 2)
 		return sa_error(-EINVAL,
 				"vmm: address space of %llu bytes for device "
 				"%d is empty or too large",
@@ -253,8 +257,8 @@ int vmm_check_range(const struct vmm_space *s, const char *op, uint64_t va,
 {
 	uint64_t end;
 
-	if (!bytes || __builtin_add_overflow(va, bytes, &end) ||
-	    va < s->base || end > s->base + s->size)
+	if (!bytes || __builtin_add_overflow(va, bytes, &end) || va < s->base ||
+	    end > s->base + s->size)
 		return sa_error(-EINVAL,
 				"vmm: %s [0x%llx, +%llu) on device %d: not "
 				"inside the space [0x%llx, +%llu)",
@@ -392,10 +396,10 @@ void vmm_get_stats(struct vmm_space *s, struct vmm_stats *st)
 	*st = s->st;
 	pthread_mutex_unlock(&s->lock);
 	for (k = 0; k < VMM_CALL_NR; k++) {
-		st->calls[k] = __atomic_load_n(&s->st.calls[k],
-					       __ATOMIC_RELAXED);
-		st->call_failures[k] = __atomic_load_n(
-			&s->st.call_failures[k], __ATOMIC_RELAXED);
+		st->calls[k] =
+			__atomic_load_n(&s->st.calls[k], __ATOMIC_RELAXED);
+		st->call_failures[k] = __atomic_load_n(&s->st.call_failures[k],
+						       __ATOMIC_RELAXED);
 	}
 }
 

@@ -111,7 +111,7 @@ struct vmm_mapping {
 
 /* Flags for vmm_unmap(), vmm_remap() */
 #define VMM_SYNCED 0x1 /* caller has synchronised: skip the device sync */
-#define VMM_KEEP 0x2   /* vmm_unmap: keep chunks pooled even over trim */
+#define VMM_KEEP 0x2 /* vmm_unmap: keep chunks pooled even over trim */
 
 int vmm_space_create(const struct vmm_config *cfg, struct vmm_space **out);
 void vmm_space_destroy(struct vmm_space *s);
@@ -150,15 +150,14 @@ int vmm_unmap(struct vmm_space *s, uint64_t va, uint64_t bytes,
  * overlap; the destination must be unmapped.  Synchronises first unless
  * VMM_SYNCED.  All or nothing.
  */
-int vmm_remap(struct vmm_space *s, uint64_t from, uint64_t to,
-	      uint64_t bytes, unsigned int flags);
+int vmm_remap(struct vmm_space *s, uint64_t from, uint64_t to, uint64_t bytes,
+	      unsigned int flags);
 
 /*
  * Map the chunks already mapped at [src, src + bytes) also at
  * [dst, dst + bytes) (both addresses show the same bytes).  All or nothing.
  */
-int vmm_alias(struct vmm_space *s, uint64_t src, uint64_t dst,
-	      uint64_t bytes);
+int vmm_alias(struct vmm_space *s, uint64_t src, uint64_t dst, uint64_t bytes);
 
 /* RCU reader: what is mapped at @va.  false if nothing is. */
 bool vmm_lookup(struct vmm_space *s, uint64_t va, struct vmm_translation *t);

@@ -37,12 +37,12 @@ extern "C" {
  * @minor: minor version
  * @patch: patch level
  */
-#define STALLOC_VERSION_NUM(major, minor, patch)                               \
-	(((major) * 10000) + ((minor) * 100) + (patch))
+#define STALLOC_VERSION_NUM(major, minor, patch) \
+	(((major)*10000) + ((minor)*100) + (patch))
 
 /* The version of the headers being compiled against. */
-#define STALLOC_VERSION                                                        \
-	STALLOC_VERSION_NUM(STALLOC_VERSION_MAJOR, STALLOC_VERSION_MINOR,      \
+#define STALLOC_VERSION                                                   \
+	STALLOC_VERSION_NUM(STALLOC_VERSION_MAJOR, STALLOC_VERSION_MINOR, \
 			    STALLOC_VERSION_PATCH)
 
 #if defined(__GNUC__)

@@ -1,0 +1,71 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# tests/run-tests.sh - run every test program, print a closing summary
+#
+# Each program speaks TAP (cmocka with CMOCKA_MESSAGE_OUTPUT=TAP); a program
+# that crashes or exits non-zero without reporting a failure counts as one
+# failed test.  The last line is "N passed, N failed, N skipped", which CI
+# reads.  O is the build directory (default build).
+set -u
+
+O=${O:-build}
+HAVE_CUDA_H=${HAVE_CUDA_H:-}
+FAKE=$(cd "$O" && pwd)/libcuda-fake.so
+export CMOCKA_MESSAGE_OUTPUT=TAP
+# Sanitizer builds: report leaks, abort on the first error.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+pass=0
+fail=0
+skip=0
+failed_names=""
+
+# run NAME [ENV=VALUE ...] -- COMMAND...
+run() {
+	name=$1
+	shift
+	log=$(mktemp)
+	start=$(date +%s)
+	env "$@" >"$log" 2>&1
+	rc=$?
+	secs=$(($(date +%s) - start))
+	sed "s/^/    /" "$log"
+	p=$(grep -c '^ok ' "$log" | head -1)
+	s=$(grep -c '^ok .*# [Ss][Kk][Ii][Pp]' "$log" | head -1)
+	f=$(grep -c '^not ok ' "$log" | head -1)
+	total=$(grep -c '^\(not \)\{0,1\}ok ' "$log" | head -1)
+	if [ "$total" = 0 ]; then
+		# not a TAP program: its exit code is one test
+		if [ $rc = 0 ]; then p=1; else f=1; fi
+	elif [ $rc != 0 ] && [ "$f" = 0 ]; then
+		f=1 # crashed after its last report
+	fi
+	p=$((p - s))
+	pass=$((pass + p))
+	fail=$((fail + f))
+	skip=$((skip + s))
+	if [ "$f" != 0 ]; then
+		failed_names="$failed_names $name"
+		echo "FAIL $name ($p passed, $f failed, exit $rc, ${secs}s)"
+	else
+		echo "PASS $name ($p passed, $s skipped, ${secs}s)"
+	fi
+	rm -f "$log"
+}
+
+run util -- "$O/tests/test-util"
+run vmm/host -- "$O/tests/test-vmm" host
+if [ "$HAVE_CUDA_H" = y ]; then
+	run fakecuda/selftest -- "$O/tests/fakecuda-selftest" "$FAKE"
+	run vmm/cuda-fake STALLOC_LIBCUDA="$FAKE" -- "$O/tests/test-vmm" cuda
+	run vmm/faults STALLOC_LIBCUDA="$FAKE" -- "$O/tests/test-vmm-faults"
+else
+	echo "SKIP cuda backend tests: built without CUDA headers"
+	skip=$((skip + 1))
+fi
+
+[ -n "$failed_names" ] && echo "failed:$failed_names"
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" = 0 ]
