@@ -210,9 +210,13 @@ format-check:
 lint:
 	$(Q)cppcheck --quiet --error-exitcode=1 --inline-suppr \
 		--enable=warning,performance,portability --std=c11 \
-		-D__GNUC__ -Iinclude $(LIB_SRCS) $(FAKE_SRCS)
-	$(Q)clang-tidy --quiet $(LIB_SRCS) -- $(BASE_CFLAGS) $(URCU_CFLAGS) \
-		$(CUDA_CFLAGS)
+		-D__GNUC__ -D__x86_64__ -D__linux__ -Iinclude $(URCU_CFLAGS) \
+		$(LIB_SRCS) $(FAKE_SRCS) && echo "lint: cppcheck clean"
+	@mkdir -p $(O)
+	$(Q)clang-tidy --quiet $(LIB_SRCS) -- $(filter-out -f%,$(BASE_CFLAGS)) \
+		$(URCU_CFLAGS) $(CUDA_CFLAGS) >$(O)/clang-tidy.log 2>&1; \
+		rc=$$?; grep -v "warnings generated" $(O)/clang-tidy.log; \
+		test $$rc = 0 && echo "lint: clang-tidy clean"
 
 clean:
 	rm -rf build

@@ -195,8 +195,8 @@ int main(int argc, char **argv)
 	s = make_space(backend, gran, NR_CHUNKS);
 	printf("vmm on the %s backend (granularity %llu KiB, %d chunks, "
 	       "%d rounds)\n",
-	       vmm_backend_name(s), (unsigned long long)(gran >> 10),
-	       NR_CHUNKS, ROUNDS);
+	       vmm_backend_name(s), (unsigned long long)(gran >> 10), NR_CHUNKS,
+	       ROUNDS);
 	raw = raw_map_unmap(s, handles);
 	vmm = vmm_map_unmap(s);
 	printf("  map+unmap per chunk: vmm %.2f us, raw backend %.2f us, "

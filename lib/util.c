@@ -77,7 +77,7 @@ void sa_log(enum stalloc_log_level level, const char *fmt, ...)
 	va_end(ap);
 }
 
-int sa_error(int err, const char *fmt, ...)
+void sa_record_error(int err, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -85,7 +85,6 @@ int sa_error(int err, const char *fmt, ...)
 	vsnprintf(sa_errbuf, sizeof(sa_errbuf), fmt, ap);
 	va_end(ap);
 	sa_log(STALLOC_LOG_DEBUG, "%s (%s)", sa_errbuf, stalloc_strerror(err));
-	return err;
 }
 
 const char *stalloc_last_error(void)

@@ -51,8 +51,14 @@ static inline bool sa_round_up(uint64_t x, uint64_t a, uint64_t *out)
 	return !__builtin_add_overflow(x, a - r, out);
 }
 
-/* Record @err and a message for stalloc_last_error(); returns @err. */
-int sa_error(int err, const char *fmt, ...) __printf(2, 3);
+/* Record a message for stalloc_last_error() (and the debug log). */
+void sa_record_error(int err, const char *fmt, ...) __printf(2, 3);
+/*
+ * Record @err with a message and evaluate to @err, for
+ * "return sa_error(-EINVAL, ...);".  @err is evaluated twice: pass a
+ * constant or a plain variable.
+ */
+#define sa_error(err, ...) (sa_record_error((err), __VA_ARGS__), (err))
 /* Print a message at @level if the log level allows it. */
 void sa_log(enum stalloc_log_level level, const char *fmt, ...) __printf(2, 3);
 bool sa_log_enabled(enum stalloc_log_level level);

@@ -43,8 +43,7 @@ static void show(struct vmm_space *s, const char *what)
 	       (unsigned long long)(st.bytes_mapped_peak >> 20),
 	       (unsigned long long)(st.phys_bytes >> 20),
 	       (unsigned long long)st.chunks_live,
-	       (unsigned long long)st.chunks_pooled,
-	       (unsigned long long)calls);
+	       (unsigned long long)st.chunks_pooled, (unsigned long long)calls);
 }
 
 static int check(int err)
@@ -85,7 +84,7 @@ int main(void)
 	check(vmm_map(s, dyn + (512ULL << 20) + 8 * c, 8 * c));
 	printf("\n2. dynamic region moved by remapping, contents %s\n",
 	       fx_check(dyn + (512ULL << 20), 8 * c, 2026) ? "intact" :
-								"CORRUPTED");
+							     "CORRUPTED");
 	show(s, "   after growing it by 8 chunks:");
 
 	check(vmm_alias(s, pool, base + (3ULL << 30), c));

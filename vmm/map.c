@@ -209,8 +209,7 @@ static int vmm_gather(struct vmm_space *s, uint64_t n,
 				"vmm: device %d: mapping %llu bytes would "
 				"exceed the physical limit of %llu bytes "
 				"(%llu held, %llu pooled)",
-				s->be.device,
-				(unsigned long long)(n * s->chunk),
+				s->be.device, (unsigned long long)n * s->chunk,
 				(unsigned long long)s->phys_limit,
 				(unsigned long long)s->st.phys_bytes,
 				(unsigned long long)(have * s->chunk));

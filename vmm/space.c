@@ -297,6 +297,7 @@ int vmm_trim(struct vmm_space *s, uint64_t keep_bytes)
 	pthread_mutex_lock(&s->lock);
 	while (s->st.chunks_pooled * s->chunk > keep_bytes) {
 		/* Release the least recently used chunk first. */
+		/* cppcheck-suppress nullPointer ; container_of idiom */
 		c = cds_list_entry(s->pool.prev, struct vmm_chunk, pool_node);
 		err = vmm_counted(s, VMM_CALL_DESTROY,
 				  s->be.ops->destroy_chunk(&s->be, c->handle));

@@ -500,7 +500,7 @@ static CUresult obj_alive(const struct CUctx_st *ctx, unsigned long gen,
 
 static CUresult stream_get(CUstream h, struct fc_stream **out)
 {
-	struct fc_stream *s;
+	struct fc_stream *s = NULL;
 	CUresult err;
 
 	if (stream_is_default(h)) {
@@ -536,7 +536,7 @@ static CUresult event_get(CUevent h, struct fc_event **out)
 static CUresult stream_create(CUstream *ph, unsigned int flags)
 {
 	struct CUctx_st *ctx = ctx_current();
-	struct fc_stream *s;
+	struct fc_stream *s = NULL;
 	CUresult err;
 
 	if (!ph)
@@ -573,7 +573,7 @@ FC_API CUresult cuStreamCreate(CUstream *ph, unsigned int flags)
 /* Destroying frees the stream even when its context is gone. */
 static CUresult stream_destroy(CUstream h)
 {
-	struct fc_stream *s;
+	struct fc_stream *s = NULL;
 	CUresult err;
 
 	if (stream_is_default(h))
@@ -602,7 +602,7 @@ FC_API CUresult cuStreamDestroy(CUstream h)
 FC_API CUresult cuStreamSynchronize(CUstream h)
 {
 	CUresult err = fc_enter(FC_cuStreamSynchronize);
-	struct fc_stream *s;
+	struct fc_stream *s = NULL;
 
 	if (err == CUDA_SUCCESS)
 		err = stream_get(h, &s);
@@ -614,7 +614,7 @@ FC_API CUresult cuStreamSynchronize(CUstream h)
 FC_API CUresult cuStreamQuery(CUstream h)
 {
 	CUresult err = fc_enter(FC_cuStreamQuery);
-	struct fc_stream *s;
+	struct fc_stream *s = NULL;
 
 	if (err == CUDA_SUCCESS)
 		err = stream_get(h, &s);
@@ -625,8 +625,8 @@ FC_API CUresult cuStreamQuery(CUstream h)
 
 static CUresult stream_wait_event(CUstream h, CUevent ev, unsigned int flags)
 {
-	struct fc_stream *s;
-	struct fc_event *e;
+	struct fc_stream *s = NULL;
+	struct fc_event *e = NULL;
 	CUresult err;
 
 	if (flags & ~(unsigned int)CU_EVENT_WAIT_EXTERNAL)
@@ -650,7 +650,7 @@ FC_API CUresult cuStreamWaitEvent(CUstream h, CUevent ev, unsigned int flags)
 static CUresult event_create(CUevent *ph, unsigned int flags)
 {
 	struct CUctx_st *ctx = ctx_current();
-	struct fc_event *e;
+	struct fc_event *e = NULL;
 	CUresult err;
 
 	if (!ph)
@@ -688,8 +688,8 @@ FC_API CUresult cuEventCreate(CUevent *ph, unsigned int flags)
 
 static CUresult event_record(CUevent ev, CUstream h)
 {
-	struct fc_stream *s;
-	struct fc_event *e;
+	struct fc_stream *s = NULL;
+	struct fc_event *e = NULL;
 	CUresult err;
 
 	err = event_get(ev, &e);
@@ -714,7 +714,7 @@ FC_API CUresult cuEventRecord(CUevent ev, CUstream h)
 FC_API CUresult cuEventQuery(CUevent ev)
 {
 	CUresult err = fc_enter(FC_cuEventQuery);
-	struct fc_event *e;
+	struct fc_event *e = NULL;
 
 	if (err == CUDA_SUCCESS)
 		err = event_get(ev, &e);
@@ -726,7 +726,7 @@ FC_API CUresult cuEventQuery(CUevent ev)
 FC_API CUresult cuEventSynchronize(CUevent ev)
 {
 	CUresult err = fc_enter(FC_cuEventSynchronize);
-	struct fc_event *e;
+	struct fc_event *e = NULL;
 
 	if (err == CUDA_SUCCESS)
 		err = event_get(ev, &e);
@@ -765,7 +765,7 @@ FC_API CUresult cuEventDestroy(CUevent ev)
 
 FC_API int fakecuda_stream_hold(void *stream, int busy)
 {
-	struct fc_stream *s;
+	struct fc_stream *s = NULL;
 
 	fc_lock();
 	s = fc_inited ? stream_find((CUstream)stream) : NULL;

@@ -209,6 +209,13 @@ CUresult fc_leave(CUresult err)
 	return err;
 }
 
+static bool fc_env_true(const char *name)
+{
+	const char *s = getenv(name);
+
+	return s && *s && strcmp(s, "0");
+}
+
 CUresult fc_viol(CUresult err, const char *fmt, ...)
 {
 	char msg[256];
@@ -220,7 +227,7 @@ CUresult fc_viol(CUresult err, const char *fmt, ...)
 	fc_nviol++;
 	fprintf(stderr, "fakecuda: violation: %s: %s\n",
 		fc_call_info[fc_cur].name, msg);
-	if (getenv("FAKECUDA_ABORT"))
+	if (fc_env_true("FAKECUDA_ABORT"))
 		abort();
 	return err;
 }
@@ -460,7 +467,6 @@ static void fc_read_config(struct fc_config *cfg)
 	unsigned long long ndev = FC_DEF_DEVICES, mem = FC_DEF_MEM;
 	unsigned long long gran = FC_DEF_GRAN;
 	long page = sysconf(_SC_PAGESIZE);
-	const char *novmm = getenv("FAKECUDA_NO_VMM");
 
 	fc_env_size("FAKECUDA_DEVICES", &ndev);
 	fc_env_size("FAKECUDA_MEM", &mem);
@@ -480,7 +486,7 @@ static void fc_read_config(struct fc_config *cfg)
 	cfg->ndev = (int)ndev;
 	cfg->gran = gran;
 	cfg->mem = mem & ~(gran - 1);
-	cfg->no_vmm = novmm && strcmp(novmm, "0") && *novmm;
+	cfg->no_vmm = fc_env_true("FAKECUDA_NO_VMM");
 }
 
 static CUresult fc_init(unsigned int flags)

@@ -17,6 +17,19 @@
  *   FAKECUDA_GRANULARITY=B    allocation granularity (default 2 MiB)
  *   FAKECUDA_NO_VMM=1         devices report no VMM support
  *   FAKECUDA_FAIL=CALL:N:ERR  make the Nth call of CALL fail with CUresult ERR
+ *                             (decimal); several entries separated by commas;
+ *                             CALL "*" counts calls of any kind, N "*" makes
+ *                             every call of CALL fail.  Counting starts at the
+ *                             first cuInit, which is itself counted.
+ * Read at each violation:
+ *   FAKECUDA_ABORT=1          abort() on a rule violation (for a backtrace)
+ *
+ * Every rule violation is counted (fakecuda_violations()) and printed to
+ * stderr as "fakecuda: violation: <call>: <what>".  An injected failure has
+ * no side effect: the call does nothing and returns the error.
+ * cuGetErrorString/cuGetErrorName never fail on purpose; they and
+ * cuGetProcAddress are counted under their own names but not in
+ * fakecuda_calls_total() nor by fakecuda_fail_nth_any().
  */
 #ifndef FAKECUDA_H
 #define FAKECUDA_H
@@ -25,7 +38,12 @@
 extern "C" {
 #endif
 
-/* Make the nth (1-based, counted from now) call of @call return @err. */
+/*
+ * Make the nth (1-based, counted from now) call of @call return @err.
+ * The fakecuda_fail_* functions return 0, or -1 for an unknown call name,
+ * a call that is never failed on purpose, nth or err 0 (nth variants), or
+ * no room for another rule (32 pending at most).
+ */
 int fakecuda_fail_nth(const char *call, unsigned long nth, int err);
 /* Make every call of @call fail with @err (0 clears) from now on. */
 int fakecuda_fail_always(const char *call, int err);
@@ -45,10 +63,24 @@ unsigned long fakecuda_live_reservations(void);
 unsigned long fakecuda_live_handles(void);
 unsigned long fakecuda_live_mappings(void);
 unsigned long fakecuda_live_primary_retains(void);
+unsigned long fakecuda_live_streams(void);
+unsigned long fakecuda_live_events(void);
 /* Bytes of physical memory in live handles on @dev. */
 unsigned long long fakecuda_phys_bytes(int dev);
 /* Number of rule violations detected (each also printed to stderr). */
 unsigned long fakecuda_violations(void);
+
+/*
+ * Hold @stream (a CUstream; NULL or CU_STREAM_LEGACY: the calling thread's
+ * current context's default stream) busy, or with @busy 0 let its work
+ * complete.  While held, events recorded on it afterwards stay pending
+ * (cuEventQuery: CUDA_ERROR_NOT_READY) and cuStreamQuery reports
+ * CUDA_ERROR_NOT_READY; cuStreamSynchronize on it, cuEventSynchronize on
+ * such an event, cuCtxSynchronize in its context, cuStreamDestroy or
+ * releasing the context's last retain complete the work and end the hold.
+ * Returns 0, or -1 if @stream names no live stream.
+ */
+int fakecuda_stream_hold(void *stream, int busy);
 
 #ifdef __cplusplus
 }
