@@ -386,7 +386,7 @@ static void test_fork_child_untouched(void **state)
 
 #define NR_WRITERS 4
 #define NR_READERS 2
-#define ROUNDS 300
+#define ROUNDS 100
 
 struct conc {
 	struct fx *f;
@@ -533,6 +533,8 @@ int main(int argc, char **argv)
 	};
 	int fails = 0;
 
+	if (getenv("TEST_FILTER")) /* e.g. TEST_FILTER=test_alias */
+		cmocka_set_test_filter(getenv("TEST_FILTER"));
 	chunk = 2 * MB;
 	if (argc < 2 || !strcmp(argv[1], "host")) {
 		backend = "host";

@@ -77,13 +77,18 @@ static inline int fx_space(const char *backend, uint64_t chunk,
 	return vmm_space_create(&cfg, out);
 }
 
-/* Fill [p, p + n) with a pattern derived from @seed; check it back. */
+/*
+ * Fill [p, p + n) with a pattern derived from @seed, one word every 16 KiB
+ * (enough to tell chunks and pages apart, cheap in page faults); check it.
+ */
+#define FX_STRIDE 16384
+
 static inline void fx_fill(uint64_t va, size_t n, uint64_t seed)
 {
 	uint64_t *p = (uint64_t *)(uintptr_t)va;
 	size_t i;
 
-	for (i = 0; i < n / 8; i += 4096 / 8)
+	for (i = 0; i < n / 8; i += FX_STRIDE / 8)
 		p[i] = seed ^ (i * 0x9e3779b97f4a7c15ULL);
 }
 
@@ -92,7 +97,7 @@ static inline bool fx_check(uint64_t va, size_t n, uint64_t seed)
 	const uint64_t *p = (const uint64_t *)(uintptr_t)va;
 	size_t i;
 
-	for (i = 0; i < n / 8; i += 4096 / 8)
+	for (i = 0; i < n / 8; i += FX_STRIDE / 8)
 		if (p[i] != (seed ^ (i * 0x9e3779b97f4a7c15ULL)))
 			return false;
 	return true;

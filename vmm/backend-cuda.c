@@ -12,9 +12,10 @@
  * MANAGEMENT_SUPPORTED.  The backend works in the context current on the
  * opening thread if it belongs to the device, otherwise in the device's
  * primary context, which it retains until close.  Every call runs in that
- * context: a thread with none current gets it made current (and keeps it,
- * as with the CUDA runtime); a thread with another one current gets ours
- * pushed for the call and popped afterwards.
+ * context: unless it is current on the calling thread already (the usual
+ * case under PyTorch, which works in the primary context), it is pushed for
+ * the call and popped afterwards, so the thread's context stack is left as
+ * found.
  *
  * Every failing CUresult becomes a negative errno and a message naming the
  * call, its arguments, the device and the driver's error name and string.
@@ -52,7 +53,6 @@ static struct cuda_driver {
 	PFN_cuDevicePrimaryCtxRelease_v11000 primary_release;
 	PFN_cuCtxGetCurrent_v4000 ctx_get_current;
 	PFN_cuCtxGetDevice_v2000 ctx_get_device;
-	PFN_cuCtxSetCurrent_v4000 ctx_set_current;
 	PFN_cuCtxPushCurrent_v4000 ctx_push;
 	PFN_cuCtxPopCurrent_v4000 ctx_pop;
 	PFN_cuCtxSynchronize_v2000 ctx_sync;
@@ -94,7 +94,6 @@ static const struct {
 	SYM(primary_release, "cuDevicePrimaryCtxRelease"),
 	SYM(ctx_get_current, "cuCtxGetCurrent"),
 	SYM(ctx_get_device, "cuCtxGetDevice"),
-	SYM(ctx_set_current, "cuCtxSetCurrent"),
 	SYM(ctx_push, "cuCtxPushCurrent"),
 	SYM(ctx_pop, "cuCtxPopCurrent"),
 	SYM(ctx_sync, "cuCtxSynchronize"),
@@ -242,10 +241,10 @@ bool vmm_cuda_available(void)
 }
 
 /*
- * Make the device's context current for one call.  A thread with no current
- * context keeps ours afterwards (as the CUDA runtime does on first use); a
- * thread working in another context gets it back: *@pushed says whether
- * cuda_leave() must pop ours.
+ * Make the device's context current for one call: push it unless it is
+ * current already; *@pushed says whether cuda_leave() must pop it.  We never
+ * leave our context current on a thread: once the space is destroyed and
+ * the primary context released, a thread would be left holding a dead one.
  */
 static int cuda_enter(struct vmm_backend *be, bool *pushed)
 {
@@ -259,12 +258,6 @@ static int cuda_enter(struct vmm_backend *be, bool *pushed)
 		return cuda_fail(be, rc, "cuCtxGetCurrent()");
 	if (cur == d->ctx)
 		return 0;
-	if (!cur) {
-		rc = drv.ctx_set_current(d->ctx);
-		if (rc != CUDA_SUCCESS)
-			return cuda_fail(be, rc, "cuCtxSetCurrent()");
-		return 0;
-	}
 	rc = drv.ctx_push(d->ctx);
 	if (rc != CUDA_SUCCESS)
 		return cuda_fail(be, rc, "cuCtxPushCurrent()");
@@ -279,9 +272,15 @@ static void cuda_leave(struct vmm_backend *be, bool pushed)
 
 	if (!pushed)
 		return;
+	/* A context left pushed would outlive the space: try twice. */
 	rc = drv.ctx_pop(&ctx);
 	if (rc != CUDA_SUCCESS)
-		cuda_fail(be, rc, "cuCtxPopCurrent()");
+		rc = drv.ctx_pop(&ctx);
+	if (rc != CUDA_SUCCESS)
+		sa_log(STALLOC_LOG_ERROR,
+		       "cuda: cuCtxPopCurrent() on device %d failed (%d): the "
+		       "thread keeps our context pushed",
+		       be->device, (int)rc);
 }
 
 static void cuda_prop(const struct vmm_backend *be, CUmemAllocationProp *p)
@@ -390,8 +389,11 @@ static void cuda_close(struct vmm_backend *be)
 	struct cuda_dev *d = be->priv;
 	CUresult rc;
 
+	/* Tried twice, like every release at tear-down (see vmm/space.c). */
 	if (d->retained) {
 		rc = drv.primary_release(d->dev);
+		if (rc != CUDA_SUCCESS)
+			rc = drv.primary_release(d->dev);
 		if (rc != CUDA_SUCCESS)
 			cuda_fail(be, rc, "cuDevicePrimaryCtxRelease()");
 	}

@@ -262,7 +262,7 @@ static CUresult ctx_usable(const struct CUctx_st *ctx)
 	return CUDA_SUCCESS;
 }
 
-/* The current context if usable; @ctx explicitly named otherwise. */
+/* @ctx, or the current context if @ctx is NULL; it must be usable. */
 static CUresult ctx_pick(struct CUctx_st *ctx, struct CUctx_st **out)
 {
 	CUresult err;

@@ -22,7 +22,9 @@
  *
  * Locking: all of it runs under fc_mutex (see fakecuda-internal.h).
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,7 +113,7 @@ static bool gran_aligned(uint64_t v)
 CUresult fc_mem_init(void)
 {
 	char name[32];
-	int dev;
+	int dev = 0;
 
 	for (dev = 0; dev < fc_cfg.ndev; dev++) {
 		snprintf(name, sizeof(name), "fakecuda-dev%d", dev);
@@ -482,7 +484,7 @@ static CUresult mem_create(CUmemGenericAllocationHandle *out, size_t size,
 			   const CUmemAllocationProp *prop,
 			   unsigned long long flags)
 {
-	struct fc_handle *h;
+	struct fc_handle *h = NULL;
 	struct fc_pool *pool;
 	CUresult err;
 
@@ -540,7 +542,7 @@ static void handle_free(struct fc_handle *h)
 
 static CUresult mem_release(CUmemGenericAllocationHandle id)
 {
-	struct fc_handle *h;
+	struct fc_handle *h = NULL;
 	CUresult err;
 
 	err = handle_get(id, &h);
@@ -599,7 +601,7 @@ static CUresult mem_map(CUdeviceptr va, size_t size, size_t offset,
 			CUmemGenericAllocationHandle id,
 			unsigned long long flags)
 {
-	struct fc_handle *h;
+	struct fc_handle *h = NULL;
 	struct fc_map *m;
 	CUresult err;
 	void *p;
@@ -670,7 +672,7 @@ static CUresult mem_unmap(CUdeviceptr va, size_t size)
 {
 	const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
 			  MAP_NORESERVE;
-	size_t first, count, i;
+	size_t first = 0, count = 0, i;
 	CUresult err;
 
 	err = whole_span(va, size, &first, &count);
@@ -745,7 +747,7 @@ static int map_prot(const struct fc_map *m)
 static CUresult mem_set_access(CUdeviceptr va, size_t size,
 			       const CUmemAccessDesc *desc, size_t count)
 {
-	size_t first, n, i, j;
+	size_t first = 0, n = 0, i, j;
 	CUresult err;
 
 	err = desc_check(desc, count);
@@ -850,7 +852,7 @@ cuMemGetAllocationGranularity(size_t *granularity,
 static CUresult dev_range_check(uint64_t va, size_t n, bool write, int dev)
 {
 	unsigned char need = write ? FC_RW : FC_RO;
-	size_t first, count, i;
+	size_t first = 0, count = 0, i;
 	CUresult err;
 
 	err = range_check(va, n);
@@ -864,7 +866,8 @@ static CUresult dev_range_check(uint64_t va, size_t n, bool write, int dev)
 		if ((m->access[dev] & need) != need)
 			return fc_viol(CUDA_ERROR_INVALID_VALUE,
 				       "mapping at 0x%llx is not %s for "
-				       "device %d", (unsigned long long)m->o.key,
+				       "device %d",
+				       (unsigned long long)m->o.key,
 				       write ? "writable" : "readable", dev);
 	}
 	return CUDA_SUCCESS;
@@ -879,13 +882,14 @@ static CUresult copy_check(uint64_t dst, uint64_t src, const void *host,
 			   bool has_host, size_t n)
 {
 	CUresult err;
-	int dev;
+	int dev = 0;
 
 	err = fc_ctx_current_dev(&dev);
 	if (err != CUDA_SUCCESS || !n)
 		return err;
 	if (has_host && !host)
-		return fc_viol(CUDA_ERROR_INVALID_VALUE, "host pointer is NULL");
+		return fc_viol(CUDA_ERROR_INVALID_VALUE,
+			       "host pointer is NULL");
 	if (dst)
 		err = dev_range_check(dst, n, true, dev);
 	if (err == CUDA_SUCCESS && src)

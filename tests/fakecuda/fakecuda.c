@@ -17,7 +17,9 @@
  * (fakecuda_*) take it themselves.  Nothing here calls back into an entry
  * point, so the lock is never taken recursively.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -38,7 +40,7 @@ CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn,
 
 #define FC_DRIVER_VERSION 13000
 #define FC_MAX_RULES 32
-#define FC_ANY (-1)
+#define FC_ANY (-2)		/* rule call: any kind; -1 is "unknown" */
 
 #define FC_DEF_DEVICES 1
 #define FC_DEF_MEM (16ULL << 30)
@@ -199,7 +201,8 @@ CUresult fc_enter(enum fc_call call)
 	if (err != CUDA_SUCCESS)
 		return err;
 	if (!fc_inited && !(fc_call_info[call].flags & FC_F_NOINIT))
-		return fc_viol(CUDA_ERROR_NOT_INITIALIZED, "called before cuInit");
+		return fc_viol(CUDA_ERROR_NOT_INITIALIZED,
+			       "called before cuInit");
 	return CUDA_SUCCESS;
 }
 
@@ -396,6 +399,7 @@ static void fc_env_faults(void)
 {
 	const char *env = getenv("FAKECUDA_FAIL");
 	char *copy, *entry, *save = NULL;
+	char orig[128];
 
 	if (!env || !*env)
 		return;
@@ -404,11 +408,13 @@ static void fc_env_faults(void)
 		return;
 	fc_lock();
 	for (entry = strtok_r(copy, ",", &save); entry;
-	     entry = strtok_r(NULL, ",", &save))
+	     entry = strtok_r(NULL, ",", &save)) {
+		snprintf(orig, sizeof(orig), "%s", entry);
 		if (fc_env_fault(entry))
 			fprintf(stderr,
 				"fakecuda: warning: bad FAKECUDA_FAIL entry "
-				"'%s' ignored\n", entry);
+				"'%s' ignored\n", orig);
+	}
 	fc_unlock();
 	free(copy);
 }
@@ -738,8 +744,9 @@ static CUresult fc_proc_lookup(const char *symbol, void **pfn, int version,
 			       cuuint64_t flags,
 			       CUdriverProcAddressQueryResult *status)
 {
-	const cuuint64_t known_flags = CU_GET_PROC_ADDRESS_LEGACY_STREAM |
-				       CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+	const cuuint64_t known_flags =
+		CU_GET_PROC_ADDRESS_LEGACY_STREAM |
+		CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
 	const struct fc_proc *p;
 	bool known;
 
@@ -751,7 +758,8 @@ static CUresult fc_proc_lookup(const char *symbol, void **pfn, int version,
 			       (unsigned long long)flags);
 	*pfn = NULL;
 	if (version > FC_DRIVER_VERSION) {
-		fc_set_status(status, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+		fc_set_status(status,
+			      CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	p = fc_proc_find(symbol, version, &known);
