@@ -30,8 +30,9 @@
 #define FC_CTX_STACK 32
 #define FC_STREAM_TAG 0xf57e000000000000ULL
 #define FC_EVENT_TAG 0xfe7e000000000000ULL
-#define FC_EVENT_FLAGS (CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | \
-			CU_EVENT_INTERPROCESS)
+#define FC_EVENT_FLAGS                                      \
+	(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | \
+	 CU_EVENT_INTERPROCESS)
 
 struct CUctx_st {
 	int dev;
@@ -40,17 +41,17 @@ struct CUctx_st {
 };
 
 struct fc_stream {
-	struct fc_obj o;		/* key: the CUstream token */
+	struct fc_obj o; /* key: the CUstream token */
 	struct CUctx_st *ctx;
-	unsigned long gen;		/* ctx->gen when created */
+	unsigned long gen; /* ctx->gen when created */
 	bool busy;
 };
 
 struct fc_event {
-	struct fc_obj o;		/* key: the CUevent token */
+	struct fc_obj o; /* key: the CUevent token */
 	struct CUctx_st *ctx;
 	unsigned long gen;
-	struct fc_stream *stream;	/* the stream it waits for if pending */
+	struct fc_stream *stream; /* the stream it waits for if pending */
 	bool pending;
 };
 
@@ -87,8 +88,8 @@ FC_API CUresult cuDeviceGetCount(int *count)
 	if (err != CUDA_SUCCESS)
 		return fc_leave(err);
 	if (!count)
-		return fc_leave(fc_viol(CUDA_ERROR_INVALID_VALUE,
-					"count is NULL"));
+		return fc_leave(
+			fc_viol(CUDA_ERROR_INVALID_VALUE, "count is NULL"));
 	*count = fc_cfg.ndev;
 	return fc_leave(CUDA_SUCCESS);
 }
@@ -130,7 +131,7 @@ static int dev_attr_value(CUdevice_attribute attr, CUdevice dev)
 	case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
 		return 0x10 + dev;
 	default:
-		return 0;	/* minor version 0, and "unsupported" */
+		return 0; /* minor version 0, and "unsupported" */
 	}
 }
 
@@ -143,8 +144,8 @@ FC_API CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attr,
 		err = fc_viol(CUDA_ERROR_INVALID_VALUE, "value is NULL");
 	if (err == CUDA_SUCCESS &&
 	    (attr <= 0 || attr >= CU_DEVICE_ATTRIBUTE_MAX))
-		err = fc_viol(CUDA_ERROR_INVALID_VALUE,
-			      "attribute %d unknown", (int)attr);
+		err = fc_viol(CUDA_ERROR_INVALID_VALUE, "attribute %d unknown",
+			      (int)attr);
 	if (err == CUDA_SUCCESS)
 		err = dev_check(dev);
 	if (err == CUDA_SUCCESS)
@@ -157,8 +158,8 @@ FC_API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 	CUresult err = fc_enter(FC_cuDeviceGetName);
 
 	if (err == CUDA_SUCCESS && (!name || len <= 0))
-		err = fc_viol(CUDA_ERROR_INVALID_VALUE,
-			      "name NULL or len %d", len);
+		err = fc_viol(CUDA_ERROR_INVALID_VALUE, "name NULL or len %d",
+			      len);
 	if (err == CUDA_SUCCESS)
 		err = dev_check(dev);
 	if (err == CUDA_SUCCESS)
@@ -253,8 +254,8 @@ static CUresult ctx_usable(const struct CUctx_st *ctx)
 		return fc_viol(CUDA_ERROR_INVALID_CONTEXT,
 			       "no current context");
 	if (!ctx_known(ctx))
-		return fc_viol(CUDA_ERROR_INVALID_CONTEXT,
-			       "context %p unknown", (const void *)ctx);
+		return fc_viol(CUDA_ERROR_INVALID_CONTEXT, "context %p unknown",
+			       (const void *)ctx);
 	if (!ctx->retains)
 		return fc_viol(CUDA_ERROR_CONTEXT_IS_DESTROYED,
 			       "primary context of device %d is released",
@@ -381,7 +382,8 @@ static CUresult ctx_push(struct CUctx_st *ctx)
 	if (fc_ctx_depth == FC_CTX_STACK)
 		return fc_viol(CUDA_ERROR_OUT_OF_MEMORY,
 			       "context stack deeper than %d (push without "
-			       "pop?)", FC_CTX_STACK);
+			       "pop?)",
+			       FC_CTX_STACK);
 	fc_ctx_stack[fc_ctx_depth++] = ctx;
 	return CUDA_SUCCESS;
 }
@@ -542,8 +544,8 @@ static CUresult stream_create(CUstream *ph, unsigned int flags)
 	if (!ph)
 		return fc_viol(CUDA_ERROR_INVALID_VALUE, "phStream is NULL");
 	if (flags & ~(unsigned int)CU_STREAM_NON_BLOCKING)
-		return fc_viol(CUDA_ERROR_INVALID_VALUE,
-			       "flags %#x unknown", flags);
+		return fc_viol(CUDA_ERROR_INVALID_VALUE, "flags %#x unknown",
+			       flags);
 	err = ctx_usable(ctx);
 	if (err != CUDA_SUCCESS)
 		return err;
@@ -630,8 +632,8 @@ static CUresult stream_wait_event(CUstream h, CUevent ev, unsigned int flags)
 	CUresult err;
 
 	if (flags & ~(unsigned int)CU_EVENT_WAIT_EXTERNAL)
-		return fc_viol(CUDA_ERROR_INVALID_VALUE,
-			       "flags %#x unknown", flags);
+		return fc_viol(CUDA_ERROR_INVALID_VALUE, "flags %#x unknown",
+			       flags);
 	err = stream_get(h, &s);
 	if (err == CUDA_SUCCESS)
 		err = event_get(ev, &e);
@@ -658,8 +660,8 @@ static CUresult event_create(CUevent *ph, unsigned int flags)
 	if ((flags & ~(unsigned int)FC_EVENT_FLAGS) ||
 	    ((flags & CU_EVENT_INTERPROCESS) &&
 	     !(flags & CU_EVENT_DISABLE_TIMING)))
-		return fc_viol(CUDA_ERROR_INVALID_VALUE,
-			       "flags %#x invalid", flags);
+		return fc_viol(CUDA_ERROR_INVALID_VALUE, "flags %#x invalid",
+			       flags);
 	err = ctx_usable(ctx);
 	if (err != CUDA_SUCCESS)
 		return err;

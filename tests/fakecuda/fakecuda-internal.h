@@ -25,70 +25,67 @@
 #define FC_MAX_DEV 8
 #define FC_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define fc_container_of(ptr, type, member) \
-	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+	((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
 /* Call kind flags: no cuInit needed, never fails on purpose, not "total". */
-#define FC_F_NOINIT	0x1
-#define FC_F_NOFAULT	0x2
-#define FC_F_NOTOTAL	0x4
-#define FC_F_ASIDE	(FC_F_NOINIT | FC_F_NOTOTAL)
+#define FC_F_NOINIT 0x1
+#define FC_F_NOFAULT 0x2
+#define FC_F_NOTOTAL 0x4
+#define FC_F_ASIDE (FC_F_NOINIT | FC_F_NOTOTAL)
 
 /* Every counted call kind, named by its unversioned entry point. */
-#define FC_CALLS(X)							\
-	X(cuInit, FC_F_NOINIT)						\
-	X(cuDriverGetVersion, FC_F_NOINIT)				\
-	X(cuGetErrorString, FC_F_ASIDE | FC_F_NOFAULT)			\
-	X(cuGetErrorName, FC_F_ASIDE | FC_F_NOFAULT)			\
-	X(cuGetProcAddress, FC_F_ASIDE)					\
-	X(cuDeviceGetCount, 0)						\
-	X(cuDeviceGet, 0)						\
-	X(cuDeviceGetAttribute, 0)					\
-	X(cuDeviceGetName, 0)						\
-	X(cuDeviceTotalMem, 0)						\
-	X(cuDevicePrimaryCtxRetain, 0)					\
-	X(cuDevicePrimaryCtxRelease, 0)					\
-	X(cuCtxGetCurrent, 0)						\
-	X(cuCtxSetCurrent, 0)						\
-	X(cuCtxGetDevice, 0)						\
-	X(cuCtxPushCurrent, 0)						\
-	X(cuCtxPopCurrent, 0)						\
-	X(cuCtxSynchronize, 0)						\
-	X(cuStreamCreate, 0)						\
-	X(cuStreamDestroy, 0)						\
-	X(cuStreamSynchronize, 0)					\
-	X(cuStreamQuery, 0)						\
-	X(cuStreamWaitEvent, 0)						\
-	X(cuEventCreate, 0)						\
-	X(cuEventRecord, 0)						\
-	X(cuEventQuery, 0)						\
-	X(cuEventSynchronize, 0)					\
-	X(cuEventDestroy, 0)						\
-	X(cuMemAddressReserve, 0)					\
-	X(cuMemAddressFree, 0)						\
-	X(cuMemCreate, 0)						\
-	X(cuMemRelease, 0)						\
-	X(cuMemMap, 0)							\
-	X(cuMemUnmap, 0)						\
-	X(cuMemSetAccess, 0)						\
-	X(cuMemGetAccess, 0)						\
-	X(cuMemGetAllocationGranularity, 0)				\
-	X(cuMemsetD8, 0)						\
-	X(cuMemcpyHtoD, 0)						\
-	X(cuMemcpyDtoH, 0)						\
+#define FC_CALLS(X)                                    \
+	X(cuInit, FC_F_NOINIT)                         \
+	X(cuDriverGetVersion, FC_F_NOINIT)             \
+	X(cuGetErrorString, FC_F_ASIDE | FC_F_NOFAULT) \
+	X(cuGetErrorName, FC_F_ASIDE | FC_F_NOFAULT)   \
+	X(cuGetProcAddress, FC_F_ASIDE)                \
+	X(cuDeviceGetCount, 0)                         \
+	X(cuDeviceGet, 0)                              \
+	X(cuDeviceGetAttribute, 0)                     \
+	X(cuDeviceGetName, 0)                          \
+	X(cuDeviceTotalMem, 0)                         \
+	X(cuDevicePrimaryCtxRetain, 0)                 \
+	X(cuDevicePrimaryCtxRelease, 0)                \
+	X(cuCtxGetCurrent, 0)                          \
+	X(cuCtxSetCurrent, 0)                          \
+	X(cuCtxGetDevice, 0)                           \
+	X(cuCtxPushCurrent, 0)                         \
+	X(cuCtxPopCurrent, 0)                          \
+	X(cuCtxSynchronize, 0)                         \
+	X(cuStreamCreate, 0)                           \
+	X(cuStreamDestroy, 0)                          \
+	X(cuStreamSynchronize, 0)                      \
+	X(cuStreamQuery, 0)                            \
+	X(cuStreamWaitEvent, 0)                        \
+	X(cuEventCreate, 0)                            \
+	X(cuEventRecord, 0)                            \
+	X(cuEventQuery, 0)                             \
+	X(cuEventSynchronize, 0)                       \
+	X(cuEventDestroy, 0)                           \
+	X(cuMemAddressReserve, 0)                      \
+	X(cuMemAddressFree, 0)                         \
+	X(cuMemCreate, 0)                              \
+	X(cuMemRelease, 0)                             \
+	X(cuMemMap, 0)                                 \
+	X(cuMemUnmap, 0)                               \
+	X(cuMemSetAccess, 0)                           \
+	X(cuMemGetAccess, 0)                           \
+	X(cuMemGetAllocationGranularity, 0)            \
+	X(cuMemsetD8, 0)                               \
+	X(cuMemcpyHtoD, 0)                             \
+	X(cuMemcpyDtoH, 0)                             \
 	X(cuMemcpyDtoD, 0)
 
 #define FC_CALL_ENUM(name, flags) FC_##name,
-enum fc_call {
-	FC_CALLS(FC_CALL_ENUM)
-	FC_NCALLS
-};
+enum fc_call { FC_CALLS(FC_CALL_ENUM) FC_NCALLS };
 #undef FC_CALL_ENUM
 
 /* Configuration, read from the environment at the first cuInit. */
 struct fc_config {
 	int ndev;
-	size_t mem;		/* bytes per device */
-	size_t gran;		/* allocation granularity, a power of two */
+	size_t mem; /* bytes per device */
+	size_t gran; /* allocation granularity, a power of two */
 	bool no_vmm;
 };
 

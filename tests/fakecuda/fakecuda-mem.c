@@ -48,30 +48,30 @@ struct fc_extent {
 
 struct fc_pool {
 	int fd;
-	off_t end;			/* file size */
-	struct fc_extent *free;		/* sorted by offset, coalesced */
-	unsigned long long used;	/* bytes of handles not yet freed */
+	off_t end; /* file size */
+	struct fc_extent *free; /* sorted by offset, coalesced */
+	unsigned long long used; /* bytes of handles not yet freed */
 };
 
 struct fc_handle {
-	struct fc_obj o;		/* key: the handle value */
+	struct fc_obj o; /* key: the handle value */
 	int dev;
 	off_t off;
 	size_t size;
 	unsigned long nmaps;
-	bool released;			/* by the caller; freed at nmaps 0 */
+	bool released; /* by the caller; freed at nmaps 0 */
 };
 
 struct fc_res {
-	struct fc_obj o;		/* key: base address */
+	struct fc_obj o; /* key: base address */
 	size_t size;
 };
 
 struct fc_map {
-	struct fc_obj o;		/* key: address */
+	struct fc_obj o; /* key: address */
 	size_t size;
 	struct fc_handle *h;
-	unsigned char access[FC_MAX_DEV];	/* CUmemAccess_flags */
+	unsigned char access[FC_MAX_DEV]; /* CUmemAccess_flags */
 };
 
 static struct fc_pool fc_pools[FC_MAX_DEV];
@@ -173,7 +173,7 @@ static void pool_free(struct fc_pool *pool, off_t off, size_t size)
 	} else {
 		x = malloc(sizeof(*x));
 		if (!x)
-			return;		/* lose the range; it is punched */
+			return; /* lose the range; it is punched */
 		x->off = off;
 		x->size = size;
 		x->next = *pp;
@@ -281,8 +281,8 @@ static CUresult map_span(uint64_t va, size_t size, bool whole, size_t *first,
 	if (whole && at != va)
 		return fc_viol(CUDA_ERROR_INVALID_VALUE,
 			       "0x%llx is inside the mapping at 0x%llx "
-			       "(sub-range)", (unsigned long long)va,
-			       (unsigned long long)at);
+			       "(sub-range)",
+			       (unsigned long long)va, (unsigned long long)at);
 	*first = i;
 	for (; at < end; i++) {
 		if (i == fc_maps.n || fc_maps.v[i]->key != at)
@@ -295,8 +295,9 @@ static CUresult map_span(uint64_t va, size_t size, bool whole, size_t *first,
 	if (whole && at != end)
 		return fc_viol(CUDA_ERROR_INVALID_VALUE,
 			       "[0x%llx, +%zu) ends inside the mapping ending "
-			       "at 0x%llx (sub-range)", (unsigned long long)va,
-			       size, (unsigned long long)at);
+			       "at 0x%llx (sub-range)",
+			       (unsigned long long)va, size,
+			       (unsigned long long)at);
 	*count = i - *first;
 	return CUDA_SUCCESS;
 }
@@ -306,8 +307,8 @@ static CUresult handle_get(uint64_t id, struct fc_handle **out)
 	struct fc_handle *h = handle_of(fc_vec_find(&fc_handles, id));
 
 	if (!h)
-		return fc_viol(CUDA_ERROR_INVALID_VALUE,
-			       "handle %#llx unknown", (unsigned long long)id);
+		return fc_viol(CUDA_ERROR_INVALID_VALUE, "handle %#llx unknown",
+			       (unsigned long long)id);
 	if (h->released)
 		return fc_viol(CUDA_ERROR_INVALID_VALUE,
 			       "handle %#llx already released",
@@ -357,13 +358,15 @@ static CUresult reserve_check(CUdeviceptr *ptr, size_t size, size_t *align,
 	if (!size || !gran_aligned(size))
 		return fc_viol(CUDA_ERROR_INVALID_VALUE,
 			       "size %zu is not a nonzero multiple of the "
-			       "granularity %zu", size, fc_cfg.gran);
+			       "granularity %zu",
+			       size, fc_cfg.gran);
 	if (!*align)
 		*align = fc_cfg.gran;
 	if ((*align & (*align - 1)) || !gran_aligned(*align))
 		return fc_viol(CUDA_ERROR_INVALID_VALUE,
 			       "alignment %zu is not a power of two multiple "
-			       "of the granularity %zu", *align, fc_cfg.gran);
+			       "of the granularity %zu",
+			       *align, fc_cfg.gran);
 	return CUDA_SUCCESS;
 }
 
@@ -476,7 +479,8 @@ static CUresult create_check(CUmemGenericAllocationHandle *out, size_t size,
 	if (!size || !gran_aligned(size))
 		return fc_viol(CUDA_ERROR_INVALID_VALUE,
 			       "size %zu is not a nonzero multiple of the "
-			       "granularity %zu", size, fc_cfg.gran);
+			       "granularity %zu",
+			       size, fc_cfg.gran);
 	return prop_check(prop);
 }
 
@@ -574,8 +578,8 @@ static CUresult map_check(CUdeviceptr va, size_t size, size_t offset,
 			  const struct fc_handle *h, unsigned long long flags)
 {
 	if (offset)
-		return fc_viol(CUDA_ERROR_INVALID_VALUE,
-			       "offset %zu is not 0", offset);
+		return fc_viol(CUDA_ERROR_INVALID_VALUE, "offset %zu is not 0",
+			       offset);
 	if (flags)
 		return fc_viol(CUDA_ERROR_INVALID_VALUE, "flags %#llx not 0",
 			       flags);
@@ -589,7 +593,7 @@ static CUresult map_check(CUdeviceptr va, size_t size, size_t offset,
 			       (unsigned long long)va);
 	if (range_check(va, size) != CUDA_SUCCESS ||
 	    res_check(va, size) != CUDA_SUCCESS)
-		return CUDA_ERROR_INVALID_VALUE;	/* reported */
+		return CUDA_ERROR_INVALID_VALUE; /* reported */
 	if (map_overlaps(va, size))
 		return fc_viol(CUDA_ERROR_INVALID_VALUE,
 			       "[0x%llx, +%zu) overlaps a mapping",
@@ -792,8 +796,8 @@ static CUresult mem_get_access(unsigned long long *flags,
 	if (err != CUDA_SUCCESS)
 		return err;
 	if (!map_index(va, &i))
-		return fc_viol(CUDA_ERROR_INVALID_VALUE,
-			       "0x%llx is not mapped", (unsigned long long)va);
+		return fc_viol(CUDA_ERROR_INVALID_VALUE, "0x%llx is not mapped",
+			       (unsigned long long)va);
 	*flags = map_of(fc_maps.v[i])->access[loc->id];
 	return CUDA_SUCCESS;
 }
@@ -827,10 +831,9 @@ static CUresult mem_granularity(size_t *gran, const CUmemAllocationProp *prop,
 	return err;
 }
 
-FC_API CUresult
-cuMemGetAllocationGranularity(size_t *granularity,
-			      const CUmemAllocationProp *prop,
-			      CUmemAllocationGranularity_flags option)
+FC_API CUresult cuMemGetAllocationGranularity(
+	size_t *granularity, const CUmemAllocationProp *prop,
+	CUmemAllocationGranularity_flags option)
 {
 	CUresult err = fc_enter(FC_cuMemGetAllocationGranularity);
 

@@ -35,12 +35,12 @@
 
 /* The legacy four-argument cuGetProcAddress is exported under its own name. */
 #undef cuGetProcAddress
-CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn,
-				  int version, cuuint64_t flags);
+CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int version,
+				  cuuint64_t flags);
 
 #define FC_DRIVER_VERSION 13000
 #define FC_MAX_RULES 32
-#define FC_ANY (-2)		/* rule call: any kind; -1 is "unknown" */
+#define FC_ANY (-2) /* rule call: any kind; -1 is "unknown" */
 
 #define FC_DEF_DEVICES 1
 #define FC_DEF_MEM (16ULL << 30)
@@ -52,15 +52,14 @@ struct fc_call_info {
 };
 
 #define FC_CALL_INFO(n, f) [FC_##n] = { #n, f },
-static const struct fc_call_info fc_call_info[FC_NCALLS] = {
-	FC_CALLS(FC_CALL_INFO)
-};
+static const struct fc_call_info fc_call_info[FC_NCALLS] = { FC_CALLS(
+	FC_CALL_INFO) };
 #undef FC_CALL_INFO
 
 /* A pending "fail the nth call" request. */
 struct fc_rule {
-	int call;		/* enum fc_call, or FC_ANY */
-	unsigned long left;	/* matching calls until it fires; 0: unused */
+	int call; /* enum fc_call, or FC_ANY */
+	unsigned long left; /* matching calls until it fires; 0: unused */
 	CUresult err;
 };
 
@@ -70,7 +69,7 @@ static pthread_once_t fc_env_once = PTHREAD_ONCE_INIT;
 struct fc_config fc_cfg;
 bool fc_inited;
 
-static enum fc_call fc_cur;		/* call being served, for messages */
+static enum fc_call fc_cur; /* call being served, for messages */
 static unsigned long fc_ncalls[FC_NCALLS];
 static unsigned long fc_ntotal;
 static unsigned long fc_nviol;
@@ -413,7 +412,8 @@ static void fc_env_faults(void)
 		if (fc_env_fault(entry))
 			fprintf(stderr,
 				"fakecuda: warning: bad FAKECUDA_FAIL entry "
-				"'%s' ignored\n", orig);
+				"'%s' ignored\n",
+				orig);
 	}
 	fc_unlock();
 	free(copy);
@@ -434,16 +434,20 @@ static int fc_parse_size(const char *s, unsigned long long *out)
 	if (end == s || errno || *s == '-')
 		return -1;
 	switch (*end) {
-	case 'T': case 't':
+	case 'T':
+	case 't':
 		mult <<= 10;
 		/* fall through */
-	case 'G': case 'g':
+	case 'G':
+	case 'g':
 		mult <<= 10;
 		/* fall through */
-	case 'M': case 'm':
+	case 'M':
+	case 'm':
 		mult <<= 10;
 		/* fall through */
-	case 'K': case 'k':
+	case 'K':
+	case 'k':
 		mult <<= 10;
 		end++;
 		break;
@@ -478,13 +482,16 @@ static void fc_read_config(struct fc_config *cfg)
 	fc_env_size("FAKECUDA_MEM", &mem);
 	fc_env_size("FAKECUDA_GRANULARITY", &gran);
 	if (ndev > FC_MAX_DEV) {
-		fprintf(stderr, "fakecuda: warning: FAKECUDA_DEVICES capped "
-			"at %d\n", FC_MAX_DEV);
+		fprintf(stderr,
+			"fakecuda: warning: FAKECUDA_DEVICES capped "
+			"at %d\n",
+			FC_MAX_DEV);
 		ndev = FC_MAX_DEV;
 	}
 	if (gran < (unsigned long long)page || (gran & (gran - 1)) ||
 	    gran > (1ULL << 40)) {
-		fprintf(stderr, "fakecuda: warning: FAKECUDA_GRANULARITY %llu "
+		fprintf(stderr,
+			"fakecuda: warning: FAKECUDA_GRANULARITY %llu "
 			"is not a power of two >= the page size, using %llu\n",
 			gran, FC_DEF_GRAN);
 		gran = FC_DEF_GRAN;
@@ -532,8 +539,8 @@ FC_API CUresult cuDriverGetVersion(int *version)
 	if (err != CUDA_SUCCESS)
 		return fc_leave(err);
 	if (!version)
-		return fc_leave(fc_viol(CUDA_ERROR_INVALID_VALUE,
-					"version is NULL"));
+		return fc_leave(
+			fc_viol(CUDA_ERROR_INVALID_VALUE, "version is NULL"));
 	*version = FC_DRIVER_VERSION;
 	return fc_leave(CUDA_SUCCESS);
 }
@@ -548,41 +555,42 @@ struct fc_errstr {
 	const char *desc;
 };
 
-#define FC_ERR(code, desc) { code, #code, desc }
+#define FC_ERR(code, desc)        \
+	{                         \
+		code, #code, desc \
+	}
 static const struct fc_errstr fc_errstrs[] = {
 	FC_ERR(CUDA_SUCCESS, "no error"),
 	FC_ERR(CUDA_ERROR_INVALID_VALUE, "invalid argument"),
 	FC_ERR(CUDA_ERROR_OUT_OF_MEMORY, "out of memory"),
 	FC_ERR(CUDA_ERROR_NOT_INITIALIZED, "initialization error"),
 	FC_ERR(CUDA_ERROR_DEINITIALIZED, "driver shutting down"),
-	FC_ERR(CUDA_ERROR_STUB_LIBRARY,
-	       "CUDA driver is a stub library"),
+	FC_ERR(CUDA_ERROR_STUB_LIBRARY, "CUDA driver is a stub library"),
 	FC_ERR(CUDA_ERROR_DEVICE_UNAVAILABLE,
 	       "CUDA-capable device(s) is/are busy or unavailable"),
 	FC_ERR(CUDA_ERROR_NO_DEVICE, "no CUDA-capable device is detected"),
 	FC_ERR(CUDA_ERROR_INVALID_DEVICE, "invalid device ordinal"),
 	FC_ERR(CUDA_ERROR_INVALID_CONTEXT, "invalid device context"),
-	FC_ERR(CUDA_ERROR_CONTEXT_ALREADY_CURRENT,
-	       "context already current"),
+	FC_ERR(CUDA_ERROR_CONTEXT_ALREADY_CURRENT, "context already current"),
 	FC_ERR(CUDA_ERROR_MAP_FAILED, "mapping of buffer object failed"),
 	FC_ERR(CUDA_ERROR_UNMAP_FAILED, "unmapping of buffer object failed"),
 	FC_ERR(CUDA_ERROR_ALREADY_MAPPED, "resource already mapped"),
 	FC_ERR(CUDA_ERROR_NOT_MAPPED, "resource not mapped"),
 	FC_ERR(CUDA_ERROR_ECC_UNCORRECTABLE, "uncorrectable ECC error "
-	       "encountered"),
+					     "encountered"),
 	FC_ERR(CUDA_ERROR_OPERATING_SYSTEM, "OS call failed or operation "
-	       "not supported on this OS"),
+					    "not supported on this OS"),
 	FC_ERR(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle"),
 	FC_ERR(CUDA_ERROR_ILLEGAL_STATE, "the operation cannot be performed "
-	       "in the present state"),
+					 "in the present state"),
 	FC_ERR(CUDA_ERROR_NOT_FOUND, "named symbol not found"),
 	FC_ERR(CUDA_ERROR_NOT_READY, "device not ready"),
 	FC_ERR(CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was "
-	       "encountered"),
+					   "encountered"),
 	FC_ERR(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "too many resources "
-	       "requested for launch"),
+						   "requested for launch"),
 	FC_ERR(CUDA_ERROR_LAUNCH_TIMEOUT, "the launch timed out and was "
-	       "terminated"),
+					  "terminated"),
 	FC_ERR(CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE, "primary context active"),
 	FC_ERR(CUDA_ERROR_CONTEXT_IS_DESTROYED, "context is destroyed"),
 	FC_ERR(CUDA_ERROR_ASSERT, "device-side assert triggered"),
@@ -591,7 +599,8 @@ static const struct fc_errstr fc_errstrs[] = {
 	FC_ERR(CUDA_ERROR_NOT_PERMITTED, "operation not permitted"),
 	FC_ERR(CUDA_ERROR_NOT_SUPPORTED, "operation not supported"),
 	FC_ERR(CUDA_ERROR_SYSTEM_NOT_READY, "system not yet initialized"),
-	FC_ERR(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, "system has unsupported "
+	FC_ERR(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH,
+	       "system has unsupported "
 	       "display driver / cuda driver combination"),
 	FC_ERR(CUDA_ERROR_TIMEOUT, "wait operation timed out"),
 	FC_ERR(CUDA_ERROR_UNKNOWN, "unknown error"),
@@ -649,55 +658,54 @@ FC_API CUresult cuGetErrorName(CUresult error, const char **str)
  * the PFN_<symbol>_v<version> typedef the implementation is checked against.
  * Entries of one symbol are listed in increasing version order.
  */
-#define FC_PROCS(X)							\
-	X(cuInit, 2000, cuInit)						\
-	X(cuDriverGetVersion, 2020, cuDriverGetVersion)			\
-	X(cuGetErrorString, 6000, cuGetErrorString)			\
-	X(cuGetErrorName, 6000, cuGetErrorName)				\
-	X(cuGetProcAddress, 11030, cuGetProcAddress)			\
-	X(cuGetProcAddress, 12000, cuGetProcAddress_v2)			\
-	X(cuDeviceGetCount, 2000, cuDeviceGetCount)			\
-	X(cuDeviceGet, 2000, cuDeviceGet)				\
-	X(cuDeviceGetAttribute, 2000, cuDeviceGetAttribute)		\
-	X(cuDeviceGetName, 2000, cuDeviceGetName)			\
-	X(cuDeviceTotalMem, 3020, cuDeviceTotalMem)			\
-	X(cuDevicePrimaryCtxRetain, 7000, cuDevicePrimaryCtxRetain)	\
-	X(cuDevicePrimaryCtxRelease, 11000, cuDevicePrimaryCtxRelease)	\
-	X(cuCtxGetCurrent, 4000, cuCtxGetCurrent)			\
-	X(cuCtxSetCurrent, 4000, cuCtxSetCurrent)			\
-	X(cuCtxGetDevice, 2000, cuCtxGetDevice)				\
-	X(cuCtxGetDevice, 13000, cuCtxGetDevice_v2)			\
-	X(cuCtxPushCurrent, 4000, cuCtxPushCurrent)			\
-	X(cuCtxPopCurrent, 4000, cuCtxPopCurrent)			\
-	X(cuCtxSynchronize, 2000, cuCtxSynchronize)			\
-	X(cuCtxSynchronize, 13000, cuCtxSynchronize_v2)			\
-	X(cuStreamCreate, 2000, cuStreamCreate)				\
-	X(cuStreamDestroy, 4000, cuStreamDestroy)			\
-	X(cuStreamSynchronize, 2000, cuStreamSynchronize)		\
-	X(cuStreamQuery, 2000, cuStreamQuery)				\
-	X(cuStreamWaitEvent, 3020, cuStreamWaitEvent)			\
-	X(cuEventCreate, 2000, cuEventCreate)				\
-	X(cuEventRecord, 2000, cuEventRecord)				\
-	X(cuEventQuery, 2000, cuEventQuery)				\
-	X(cuEventSynchronize, 2000, cuEventSynchronize)			\
-	X(cuEventDestroy, 4000, cuEventDestroy)				\
-	X(cuMemAddressReserve, 10020, cuMemAddressReserve)		\
-	X(cuMemAddressFree, 10020, cuMemAddressFree)			\
-	X(cuMemCreate, 10020, cuMemCreate)				\
-	X(cuMemRelease, 10020, cuMemRelease)				\
-	X(cuMemMap, 10020, cuMemMap)					\
-	X(cuMemUnmap, 10020, cuMemUnmap)				\
-	X(cuMemSetAccess, 10020, cuMemSetAccess)			\
-	X(cuMemGetAccess, 10020, cuMemGetAccess)			\
-	X(cuMemGetAllocationGranularity, 10020,				\
-	  cuMemGetAllocationGranularity)				\
-	X(cuMemsetD8, 3020, cuMemsetD8)					\
-	X(cuMemcpyHtoD, 3020, cuMemcpyHtoD)				\
-	X(cuMemcpyDtoH, 3020, cuMemcpyDtoH)				\
+#define FC_PROCS(X)                                                            \
+	X(cuInit, 2000, cuInit)                                                \
+	X(cuDriverGetVersion, 2020, cuDriverGetVersion)                        \
+	X(cuGetErrorString, 6000, cuGetErrorString)                            \
+	X(cuGetErrorName, 6000, cuGetErrorName)                                \
+	X(cuGetProcAddress, 11030, cuGetProcAddress)                           \
+	X(cuGetProcAddress, 12000, cuGetProcAddress_v2)                        \
+	X(cuDeviceGetCount, 2000, cuDeviceGetCount)                            \
+	X(cuDeviceGet, 2000, cuDeviceGet)                                      \
+	X(cuDeviceGetAttribute, 2000, cuDeviceGetAttribute)                    \
+	X(cuDeviceGetName, 2000, cuDeviceGetName)                              \
+	X(cuDeviceTotalMem, 3020, cuDeviceTotalMem)                            \
+	X(cuDevicePrimaryCtxRetain, 7000, cuDevicePrimaryCtxRetain)            \
+	X(cuDevicePrimaryCtxRelease, 11000, cuDevicePrimaryCtxRelease)         \
+	X(cuCtxGetCurrent, 4000, cuCtxGetCurrent)                              \
+	X(cuCtxSetCurrent, 4000, cuCtxSetCurrent)                              \
+	X(cuCtxGetDevice, 2000, cuCtxGetDevice)                                \
+	X(cuCtxGetDevice, 13000, cuCtxGetDevice_v2)                            \
+	X(cuCtxPushCurrent, 4000, cuCtxPushCurrent)                            \
+	X(cuCtxPopCurrent, 4000, cuCtxPopCurrent)                              \
+	X(cuCtxSynchronize, 2000, cuCtxSynchronize)                            \
+	X(cuCtxSynchronize, 13000, cuCtxSynchronize_v2)                        \
+	X(cuStreamCreate, 2000, cuStreamCreate)                                \
+	X(cuStreamDestroy, 4000, cuStreamDestroy)                              \
+	X(cuStreamSynchronize, 2000, cuStreamSynchronize)                      \
+	X(cuStreamQuery, 2000, cuStreamQuery)                                  \
+	X(cuStreamWaitEvent, 3020, cuStreamWaitEvent)                          \
+	X(cuEventCreate, 2000, cuEventCreate)                                  \
+	X(cuEventRecord, 2000, cuEventRecord)                                  \
+	X(cuEventQuery, 2000, cuEventQuery)                                    \
+	X(cuEventSynchronize, 2000, cuEventSynchronize)                        \
+	X(cuEventDestroy, 4000, cuEventDestroy)                                \
+	X(cuMemAddressReserve, 10020, cuMemAddressReserve)                     \
+	X(cuMemAddressFree, 10020, cuMemAddressFree)                           \
+	X(cuMemCreate, 10020, cuMemCreate)                                     \
+	X(cuMemRelease, 10020, cuMemRelease)                                   \
+	X(cuMemMap, 10020, cuMemMap)                                           \
+	X(cuMemUnmap, 10020, cuMemUnmap)                                       \
+	X(cuMemSetAccess, 10020, cuMemSetAccess)                               \
+	X(cuMemGetAccess, 10020, cuMemGetAccess)                               \
+	X(cuMemGetAllocationGranularity, 10020, cuMemGetAllocationGranularity) \
+	X(cuMemsetD8, 3020, cuMemsetD8)                                        \
+	X(cuMemcpyHtoD, 3020, cuMemcpyHtoD)                                    \
+	X(cuMemcpyDtoH, 3020, cuMemcpyDtoH)                                    \
 	X(cuMemcpyDtoD, 3020, cuMemcpyDtoD)
 
-#define FC_PROC_CHECK(sym, ver, fn)					\
-	_Static_assert(__builtin_types_compatible_p(__typeof__(&fn),	\
+#define FC_PROC_CHECK(sym, ver, fn)                                      \
+	_Static_assert(__builtin_types_compatible_p(__typeof__(&fn),     \
 						    PFN_##sym##_v##ver), \
 		       #fn " does not match PFN_" #sym "_v" #ver);
 FC_PROCS(FC_PROC_CHECK)
@@ -710,9 +718,7 @@ struct fc_proc {
 };
 
 #define FC_PROC_ENTRY(sym, ver, fn) { #sym, ver, (void *)fn },
-static const struct fc_proc fc_procs[] = {
-	FC_PROCS(FC_PROC_ENTRY)
-};
+static const struct fc_proc fc_procs[] = { FC_PROCS(FC_PROC_ENTRY) };
 #undef FC_PROC_ENTRY
 
 static void fc_set_status(CUdriverProcAddressQueryResult *status,
@@ -764,9 +770,10 @@ static CUresult fc_proc_lookup(const char *symbol, void **pfn, int version,
 	}
 	p = fc_proc_find(symbol, version, &known);
 	if (!p) {
-		fc_set_status(status, known ?
-			      CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT :
-			      CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+		fc_set_status(
+			status,
+			known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT :
+				CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
 		return CUDA_ERROR_NOT_FOUND;
 	}
 	*pfn = p->fn;
@@ -774,8 +781,8 @@ static CUresult fc_proc_lookup(const char *symbol, void **pfn, int version,
 	return CUDA_SUCCESS;
 }
 
-FC_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn,
-				    int version, cuuint64_t flags,
+FC_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+				    cuuint64_t flags,
 				    CUdriverProcAddressQueryResult *status)
 {
 	CUresult err = fc_enter(FC_cuGetProcAddress);

@@ -44,33 +44,34 @@ static void fail(void)
 	__atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);
 }
 
-#define CHECK(cond)							\
-	do {								\
-		if (!(cond)) {						\
+#define CHECK(cond)                                                            \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
 			fprintf(stderr, "selftest: %s:%d: CHECK(%s) failed\n", \
-				__FILE__, __LINE__, #cond);		\
-			fail();						\
-		}							\
+				__FILE__, __LINE__, #cond);                    \
+			fail();                                                \
+		}                                                              \
 	} while (0)
 
-#define CHECK_RC(call, want)						\
-	do {								\
-		CUresult rc_ = (call);					\
-		if (rc_ != (want)) {					\
-			fprintf(stderr,					\
-				"selftest: %s:%d: %s returned %d, "	\
-				"expected %d\n", __FILE__, __LINE__,	\
-				#call, (int)rc_, (int)(want));		\
-			fail();						\
-		}							\
+#define CHECK_RC(call, want)                                         \
+	do {                                                         \
+		CUresult rc_ = (call);                               \
+		if (rc_ != (want)) {                                 \
+			fprintf(stderr,                              \
+				"selftest: %s:%d: %s returned %d, "  \
+				"expected %d\n",                     \
+				__FILE__, __LINE__, #call, (int)rc_, \
+				(int)(want));                        \
+			fail();                                      \
+		}                                                    \
 	} while (0)
 
 #define OK(call) CHECK_RC(call, CUDA_SUCCESS)
 /* A call that breaks a rule on purpose. */
-#define VIOL(call, want)						\
-	do {								\
-		expected_viol++;					\
-		CHECK_RC(call, want);					\
+#define VIOL(call, want)              \
+	do {                          \
+		expected_viol++;      \
+		CHECK_RC(call, want); \
 	} while (0)
 
 /* Control interface, from dlsym(). */
@@ -180,8 +181,7 @@ static void proc(void **slot, const char *name)
 	st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
 	rc = getproc(name, slot, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &st);
 
-	if (rc != CUDA_SUCCESS || st != CU_GET_PROC_ADDRESS_SUCCESS ||
-	    !*slot) {
+	if (rc != CUDA_SUCCESS || st != CU_GET_PROC_ADDRESS_SUCCESS || !*slot) {
 		fprintf(stderr, "selftest: cuGetProcAddress_v2(%s): %d/%d\n",
 			name, (int)rc, (int)st);
 		exit(2);
@@ -319,11 +319,11 @@ static void device_test(void)
 	OK(cu.device_get(&dev, 1));
 	CHECK(dev == 1);
 	VIOL(cu.device_get(&dev, 2), CUDA_ERROR_INVALID_DEVICE);
-	OK(cu.device_attr(&v,
-		CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0));
+	OK(cu.device_attr(
+		&v, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+		0));
 	CHECK(v == 1);
-	OK(cu.device_attr(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-			  0));
+	OK(cu.device_attr(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0));
 	CHECK(v == 9);
 	OK(cu.device_attr(&v, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 0));
 	CHECK(v == 1);
@@ -477,7 +477,7 @@ static void oom_test(void)
 	CHECK_RC(create(&b, 4 * GRAN, 0), CUDA_ERROR_OUT_OF_MEMORY);
 	OK(create(&b, 2 * GRAN, 0));
 	CHECK_RC(create(&c, GRAN, 0), CUDA_ERROR_OUT_OF_MEMORY);
-	OK(create(&c, 4 * GRAN, 1));	/* the other device has its own */
+	OK(create(&c, 4 * GRAN, 1)); /* the other device has its own */
 	CHECK(fc.phys_bytes(0) == DEV_MEM && fc.phys_bytes(1) == 4 * GRAN);
 	OK(cu.mem_release(a));
 	OK(cu.mem_release(b));
@@ -535,7 +535,7 @@ static void stream_test(void)
 	CHECK(fc.live_streams() == 1 && fc.live_events() == 2);
 	OK(cu.event_record(e1, s));
 	CHECK(fc.stream_hold(s, 1) == 0);
-	OK(cu.event_query(e1));		/* recorded before the hold */
+	OK(cu.event_query(e1)); /* recorded before the hold */
 	OK(cu.event_record(e2, s));
 	CHECK_RC(cu.event_query(e2), CUDA_ERROR_NOT_READY);
 	CHECK_RC(cu.stream_query(s), CUDA_ERROR_NOT_READY);
@@ -657,8 +657,10 @@ int main(int argc, char **argv)
 	teardown_test();
 
 	CHECK(fc.violations() == expected_viol);
-	fprintf(stderr, "selftest: %lu violations (expected %lu), %d "
-		"failures\n", fc.violations(), expected_viol, failures);
+	fprintf(stderr,
+		"selftest: %lu violations (expected %lu), %d "
+		"failures\n",
+		fc.violations(), expected_viol, failures);
 	dlclose(lib);
 	if (failures)
 		return 1;
