@@ -7,6 +7,7 @@
 #   make bench            benchmarks, numbers printed
 #   make demo             the README's main job
 #   make install          PREFIX=/usr/local DESTDIR=
+#   make installcheck     install into build/installcheck, build against it
 #   make deps             install missing Debian packages (root)
 #   make format-check     clang-format, house style
 #   make lint             cppcheck and clang-tidy
@@ -100,10 +101,10 @@ DEMO_BIN := $(O)/stalloc-vmm-demo
 PROGRAMS :=
 
 .PHONY: all check bench demo install uninstall deps clean distclean \
-	format format-check lint help tests
+	format format-check lint help tests installcheck
 
 all: $(LIB_SO) $(O)/libstalloc.so $(LIB_A) $(PROGRAMS) \
-	$(if $(HAVE_CUDA_H),$(FAKE_SO)) $(O)/stalloc.pc
+	$(if $(HAVE_CUDA_H),$(FAKE_SO))
 
 $(O)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -125,11 +126,6 @@ $(O)/libstalloc.so: $(LIB_SO)
 $(LIB_A): $(LIB_OBJS)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
-
-$(O)/stalloc.pc: lib/stalloc.pc.in Makefile
-	@mkdir -p $(O)
-	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
-		-e 's|@INCDIR@|$(INCDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
 
 $(FAKE_SO): $(FAKE_SRCS) $(wildcard tests/fakecuda/*.h)
 	@mkdir -p $(dir $@)
@@ -161,7 +157,16 @@ $(DEMO_BIN): tests/vmm-demo.c $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(TEST_CFLAGS) $(SAN_LDFLAGS) -o $@ $< $(TEST_LDLIBS)
 
-tests: all $(TEST_BINS)
+# The public headers must compile as C99 (pedantic) and as C++11.
+$(O)/tests/header-c99.stamp: include/stalloc/stalloc.h
+	@mkdir -p $(dir $@)
+	$(Q)echo '#include <stalloc/stalloc.h>' | $(CC) -std=c99 -pedantic \
+		-Wall -Wextra -Werror -Iinclude -x c -fsyntax-only -
+	$(Q)$(CXX) -std=c++11 -pedantic -Wall -Wextra -Werror -Iinclude \
+		-fsyntax-only tests/header-cxx.cc
+	$(Q)touch $@
+
+tests: all $(TEST_BINS) $(O)/tests/header-c99.stamp
 
 check: tests
 ifneq ($(HAVE_CMOCKA),y)
@@ -185,8 +190,20 @@ install: all
 	ln -sf libstalloc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf libstalloc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libstalloc.so
 	install -m 0644 include/stalloc/*.h $(DESTDIR)$(INCDIR)/stalloc/
-	install -m 0644 $(O)/stalloc.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+		-e 's|@INCDIR@|$(INCDIR)|' -e 's|@VERSION@|$(VERSION)|' \
+		lib/stalloc.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/stalloc.pc
 	$(if $(PROGRAMS),install -m 0755 $(PROGRAMS) $(DESTDIR)$(BINDIR)/)
+
+# Install into a scratch tree and build a program against it with pkg-config.
+installcheck:
+	$(Q)rm -rf $(O)/installcheck
+	$(Q)$(MAKE) --no-print-directory install PREFIX=$(abspath $(O))/installcheck \
+		>/dev/null
+	$(Q)r=$(abspath $(O))/installcheck; \
+		$(CC) -Wall -Werror -o $$r/smoke tests/install-smoke.c \
+		$$(PKG_CONFIG_PATH=$$r/lib/pkgconfig $(PKG_CONFIG) --cflags \
+		--libs stalloc) && LD_LIBRARY_PATH=$$r/lib $$r/smoke
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libstalloc.so* \
@@ -224,6 +241,6 @@ clean:
 distclean: clean
 
 help:
-	@sed -n '3,16p' Makefile
+	@sed -n '3,17p' Makefile
 
 -include $(shell find $(O)/obj -name '*.d' 2>/dev/null)
