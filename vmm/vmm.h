@@ -109,11 +109,14 @@ struct vmm_mapping {
 	bool contiguous_ids;
 };
 
-/* Flags for vmm_unmap(), vmm_remap() */
-#define VMM_SYNCED 0x1 /* caller has synchronised: skip the device sync */
-#define VMM_KEEP 0x2 /* vmm_unmap: keep chunks pooled even over trim */
+/* Flag for vmm_unmap(), vmm_remap(): the caller has synchronised. */
+#define VMM_SYNCED 0x1
 
 int vmm_space_create(const struct vmm_config *cfg, struct vmm_space **out);
+/*
+ * Synchronise, unmap everything, release every chunk and the reservation.
+ * No other call on @s, reader or writer, may run during or after it.
+ */
 void vmm_space_destroy(struct vmm_space *s);
 
 /* Geometry: start and size of the reservation, chunk size, backend. */
