@@ -12,7 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -183,4 +186,55 @@ int sa_env_size(const char *name, uint64_t def, uint64_t *out)
 				"byte count (e.g. 2M, 16G)",
 				name, s);
 	return 0;
+}
+
+int sa_read_file(const char *path, char **text, size_t *len)
+{
+	size_t got = 0, cap = 1 << 16;
+	char *buf, *nbuf;
+	ssize_t n;
+	int fd, err;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return sa_error(errno == ENOENT ? -ENOENT : -EIO, "%s: %s",
+				path, strerror(errno));
+	buf = malloc(cap);
+	if (!buf) {
+		err = sa_error(-ENOMEM, "%s: out of memory", path);
+		goto err_close;
+	}
+	for (;;) {
+		if (cap - got < 2) {
+			nbuf = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+			if (!nbuf) {
+				err = sa_error(-ENOMEM, "%s: out of memory",
+					       path);
+				goto err_free;
+			}
+			buf = nbuf;
+			cap *= 2;
+		}
+		n = read(fd, buf + got, cap - got - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			err = sa_error(-EIO, "%s: %s", path, strerror(errno));
+			goto err_free;
+		}
+		if (!n)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	buf[got] = 0;
+	*text = buf;
+	*len = got;
+	return 0;
+
+err_free:
+	free(buf);
+err_close:
+	close(fd);
+	return err;
 }

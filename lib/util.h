@@ -74,4 +74,10 @@ int sa_parse_size(const char *s, uint64_t *out);
  */
 int sa_env_size(const char *name, uint64_t def, uint64_t *out);
 
+/*
+ * Read the whole file @path into a NUL-terminated buffer (free() it).
+ * 0, or -ENOENT / -EIO / -ENOMEM with a message naming the file.
+ */
+int sa_read_file(const char *path, char **text, size_t *len);
+
 #endif /* STALLOC_LIB_UTIL_H */

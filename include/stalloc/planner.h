@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * stalloc/planner.h - plan a static allocation from an allocation trace
+ *
+ * The planner reads a trace (text format v1, see trace-format.rst) or a
+ * MiniMalloc CSV problem, finds the iterations, classifies every request,
+ * packs the repeating ones at offsets in one pool so that the peak is as
+ * close as possible to the lower bound (the most bytes live at once), and
+ * records, for the requests that vary, the address ranges the static plan
+ * leaves free while they live.  Plans are written to and read from a
+ * versioned, checksummed file (plan-format.rst).
+ *
+ * All functions follow stalloc.h's conventions: 0 or a negative errno, and
+ * stalloc_last_error() says what and where (file and line for bad input).
+ */
+#ifndef STALLOC_PLANNER_H
+#define STALLOC_PLANNER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <stalloc/stalloc.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct stalloc_plan;
+
+/**
+ * struct stalloc_plan_options - how to plan
+ * @align: sizes are rounded up to this (a power of two); 0: 512 for
+ *	traces (as on the GPU), 1 for CSV problems (planned as given)
+ * @time_limit_ms: budget for the packing search; 0: 1000 ms
+ * @capacity: 0, or the bytes available (CSV problems: taken from a file
+ *	name NAME.CAPACITY.csv when 0)
+ */
+struct stalloc_plan_options {
+	uint64_t align;
+	uint64_t time_limit_ms;
+	uint64_t capacity;
+};
+
+/* How the iterations were found. */
+enum stalloc_iter_source {
+	STALLOC_ITER_MARKERS,  /* from "iteration" markers */
+	STALLOC_ITER_DETECTED, /* from the period of the request sequence */
+	STALLOC_ITER_NONE,     /* no repetition: planned as one problem */
+	STALLOC_ITER_CSV,      /* a CSV problem: no iterations */
+	STALLOC_ITER_FILE,     /* read from a plan file */
+};
+
+/**
+ * struct stalloc_plan_summary - what a plan is and how it was made
+ * @requests: allocations in the input (CSV: rows)
+ * @iterations: iterations found
+ * @steady_iterations: iterations the plan covers (compared to classify)
+ * @iter_source: enum stalloc_iter_source
+ * @period_events: detected period in alloc/free events (or 0)
+ * @static_requests: planned requests of one iteration (static + cross)
+ * @cross_requests: of which freed in the next iteration (wrap around)
+ * @persistent_requests: planned requests made before the iterations
+ * @dynamic_requests: request positions that vary between iterations
+ * @persistent_bytes: bytes of the persistent requests
+ * @lower_bound: most bytes live at once among the planned requests
+ * @peak: the plan's pool size
+ * @dynamic_bytes: most dynamic bytes live at once, max over iterations
+ * @reusable_bytes: of those, bytes placed in the free ranges of the plan
+ * @plan_ms: wall time of planning
+ * @optimal: the packing is proven optimal
+ * @fingerprint: the static request signature
+ */
+struct stalloc_plan_summary {
+	uint64_t requests;
+	uint64_t iterations;
+	uint64_t steady_iterations;
+	int iter_source;
+	uint64_t period_events;
+	uint64_t static_requests;
+	uint64_t cross_requests;
+	uint64_t persistent_requests;
+	uint64_t dynamic_requests;
+	uint64_t persistent_bytes;
+	uint64_t lower_bound;
+	uint64_t peak;
+	uint64_t dynamic_bytes;
+	uint64_t reusable_bytes;
+	double plan_ms;
+	bool optimal;
+	uint64_t fingerprint;
+};
+
+/**
+ * struct stalloc_plan_buffer - one planned buffer, for checking a plan
+ * @id: its name in the input (trace ID or CSV id), or NULL
+ * @lower: lifetime start (SEQ units from the iteration start for traces)
+ * @upper: lifetime end, exclusive (> lower; a buffer that wraps around the
+ *	iteration boundary is reported as two buffers)
+ * @size: bytes (rounded up to the alignment)
+ * @offset: its offset in the pool
+ */
+struct stalloc_plan_buffer {
+	const char *id;
+	uint64_t lower;
+	uint64_t upper;
+	uint64_t size;
+	uint64_t offset;
+};
+
+/**
+ * stalloc_plan_file() - plan from a trace or CSV file
+ * @path: the input; its format is told by its first line
+ * @opts: options, or NULL for the defaults
+ * @out: the plan, to be freed with stalloc_plan_free()
+ *
+ * Return: 0; -EINVAL for invalid input (stalloc_last_error() names the file,
+ * the line and the problem); -ENOENT, -EIO, -ENOMEM; -ENOSPC if a capacity
+ * was given and the plan does not fit (*@out is still set).
+ */
+STALLOC_API int stalloc_plan_file(const char *path,
+				  const struct stalloc_plan_options *opts,
+				  struct stalloc_plan **out);
+
+/**
+ * stalloc_plan_write() - write a plan file
+ * @plan: the plan
+ * @path: where; written to a temporary file and renamed into place
+ */
+STALLOC_API int stalloc_plan_write(const struct stalloc_plan *plan,
+				   const char *path);
+
+/**
+ * stalloc_plan_read() - read and validate a plan file
+ * @path: the file
+ * @out: the plan
+ *
+ * Everything is checked before the plan is returned: version, checksum,
+ * field syntax, sizes and offsets inside the pool, lifetimes inside the
+ * iteration, no two planned buffers overlapping in time and address, free
+ * ranges inside the pool and the fingerprint.
+ *
+ * Return: 0, or -EINVAL naming the file, the line and the problem.
+ */
+STALLOC_API int stalloc_plan_read(const char *path, struct stalloc_plan **out);
+
+/**
+ * stalloc_plan_summary() - what a plan is
+ * @plan: the plan
+ * @sum: filled in
+ */
+STALLOC_API void stalloc_plan_summary(const struct stalloc_plan *plan,
+				      struct stalloc_plan_summary *sum);
+
+/**
+ * stalloc_plan_for_each_buffer() - visit every planned buffer
+ * @plan: the plan
+ * @fn: called once per buffer (twice for one that wraps); a nonzero
+ *	return stops the walk and is returned
+ * @arg: passed to @fn
+ */
+STALLOC_API int stalloc_plan_for_each_buffer(
+	const struct stalloc_plan *plan,
+	int (*fn)(const struct stalloc_plan_buffer *buf, void *arg), void *arg);
+
+/**
+ * stalloc_plan_boundaries() - where the iterations start
+ * @plan: the plan
+ * @seq: set to an array of the iterations' starting SEQs (owned by @plan)
+ *
+ * Return: the number of iterations (0 for CSV problems and plan files).
+ */
+STALLOC_API size_t stalloc_plan_boundaries(const struct stalloc_plan *plan,
+					   const uint64_t **seq);
+
+/**
+ * stalloc_plan_free() - free a plan
+ * @plan: the plan, or NULL
+ */
+STALLOC_API void stalloc_plan_free(struct stalloc_plan *plan);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STALLOC_PLANNER_H */

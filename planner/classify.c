@@ -1,0 +1,455 @@
+// SPDX-License-Identifier: MIT
+/*
+ * planner/classify.c - classify the requests of a trace from data alone
+ *
+ * The steady iterations are all but the first (which usually creates
+ * optimizer state) when there are three or more; the reference iteration
+ * is the first steady one that has a successor, so that frees in the next
+ * iteration are seen.  Each steady iteration's allocations are aligned to
+ * the reference's by position (same count) or by a bounded look-ahead diff
+ * of their sizes (inserted or missing requests).  Then each reference
+ * position is:
+ *
+ *   static      same size in every steady iteration, freed in the same
+ *               iteration every time;
+ *   cross       same size, freed in the next iteration every time (e.g.
+ *               gradients freed by zero_grad): a wrap-around lifetime;
+ *   dynamic     anything else: missing somewhere, size varies, freed at
+ *               varying places or never;
+ *
+ * and an allocation made before the steady iterations that is still live
+ * after the last one is persistent (weights, optimizer state).
+ *
+ * Lifetimes are envelopes over the steady iterations, in SEQ units from
+ * each iteration's start, so that the plan holds for every iteration seen.
+ * No locking: pure functions of the trace.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/util.h"
+#include "planner.h"
+
+#define ALIGN_LOOKAHEAD 32
+#define NOPOS UINT32_MAX
+
+enum free_where { FREE_WITHIN, FREE_NEXT, FREE_LATER };
+
+struct cls_ctx {
+	const struct trace *t;
+	const struct plan_iters *it;
+	uint64_t align;
+	size_t first_steady, nr_steady, ref;
+	uint64_t horizon;
+	uint32_t **allocs; /* per iteration: alloc event indices */
+	size_t *nr_allocs;
+	uint32_t **map; /* per steady iteration: ref position -> its pos */
+	uint32_t *posdyn; /* ref position -> index in dyn[], or NOPOS */
+};
+
+static size_t iter_end(const struct plan_iters *it, size_t k)
+{
+	return k + 1 < it->nr ? it->first[k + 1] : it->end;
+}
+
+static uint64_t iter_len(const struct cls_ctx *c, size_t k)
+{
+	const struct plan_iters *it = c->it;
+
+	if (k + 1 < it->nr)
+		return it->seq[k + 1] - it->seq[k];
+	return c->t->ev[iter_end(it, k) - 1].seq + 1 - it->seq[k];
+}
+
+/* In which iteration (relative to @k) the event with index @e lies. */
+static enum free_where where(const struct cls_ctx *c, size_t k, uint32_t e)
+{
+	if (e == TRACE_NONE)
+		return FREE_LATER;
+	if (e < iter_end(c->it, k))
+		return FREE_WITHIN;
+	if (k + 1 < c->it->nr && e < iter_end(c->it, k + 1))
+		return FREE_NEXT;
+	return FREE_LATER;
+}
+
+static uint64_t asize(const struct cls_ctx *c, uint64_t size)
+{
+	uint64_t r;
+
+	if (!sa_round_up(size, c->align, &r))
+		return UINT64_MAX;
+	return r;
+}
+
+static int collect_allocs(struct cls_ctx *c)
+{
+	const struct plan_iters *it = c->it;
+	size_t k, i;
+
+	c->allocs = calloc(it->nr, sizeof(*c->allocs));
+	c->nr_allocs = calloc(it->nr, sizeof(*c->nr_allocs));
+	if (!c->allocs || !c->nr_allocs)
+		return -ENOMEM;
+	for (k = 0; k < it->nr; k++) {
+		size_t end = iter_end(it, k), n = 0;
+
+		c->allocs[k] = malloc((end - it->first[k] + 1) *
+				      sizeof(**c->allocs));
+		if (!c->allocs[k])
+			return -ENOMEM;
+		for (i = it->first[k]; i < end; i++)
+			if (c->t->ev[i].op == TRACE_ALLOC)
+				c->allocs[k][n++] = (uint32_t)i;
+		c->nr_allocs[k] = n;
+	}
+	return 0;
+}
+
+/*
+ * Align iteration @k's allocations to the reference's: equal sizes match;
+ * on a mismatch, look ahead a little in both for the nearest resync point.
+ * A size mismatch with no resync nearby is taken as a resized request
+ * (matched, classified dynamic later).
+ */
+static void align_iter(struct cls_ctx *c, size_t k, uint32_t *map)
+{
+	const uint32_t *ra = c->allocs[c->ref], *ka = c->allocs[k];
+	size_t rn = c->nr_allocs[c->ref], kn = c->nr_allocs[k];
+	size_t i = 0, j = 0, d;
+
+#define SZ(a, x) (c->t->ev[(a)[x]].size)
+	for (i = 0; i < rn; i++)
+		map[i] = NOPOS;
+	if (rn == kn) {
+		for (i = 0; i < rn; i++)
+			map[i] = (uint32_t)i;
+		return;
+	}
+	for (i = 0; i < rn && j < kn;) {
+		if (SZ(ra, i) == SZ(ka, j)) {
+			map[i++] = (uint32_t)j++;
+			continue;
+		}
+		for (d = 1; d <= ALIGN_LOOKAHEAD; d++) {
+			if (j + d < kn && SZ(ra, i) == SZ(ka, j + d)) {
+				j += d; /* requests inserted in iteration k */
+				break;
+			}
+			if (i + d < rn && SZ(ra, i + d) == SZ(ka, j)) {
+				i += d; /* requests missing from iteration k */
+				break;
+			}
+		}
+		if (d > ALIGN_LOOKAHEAD)
+			map[i++] = (uint32_t)j++;
+	}
+#undef SZ
+}
+
+static int align_all(struct cls_ctx *c)
+{
+	size_t s, rn = c->nr_allocs[c->ref];
+
+	c->map = calloc(c->nr_steady, sizeof(*c->map));
+	if (!c->map)
+		return -ENOMEM;
+	for (s = 0; s < c->nr_steady; s++) {
+		c->map[s] = malloc((rn + 1) * sizeof(**c->map));
+		if (!c->map[s])
+			return -ENOMEM;
+		align_iter(c, c->first_steady + s, c->map[s]);
+	}
+	return 0;
+}
+
+static int push_entry(struct stalloc_plan *p, const struct plan_entry *e,
+		      uint64_t id)
+{
+	struct plan_entry *ne;
+	char **nn, buf[24];
+
+	ne = realloc(p->ent, (p->nr_ent + 1) * sizeof(*ne));
+	if (!ne)
+		return -ENOMEM;
+	p->ent = ne;
+	nn = realloc(p->names, (p->nr_ent + 1) * sizeof(*nn));
+	if (!nn)
+		return -ENOMEM;
+	p->names = nn;
+	snprintf(buf, sizeof(buf), "%" PRIu64, id);
+	p->names[p->nr_ent] = strdup(buf);
+	if (!p->names[p->nr_ent])
+		return -ENOMEM;
+	p->ent[p->nr_ent++] = *e;
+	return 0;
+}
+
+static int push_dyn(struct stalloc_plan *p, const struct plan_dyn *d)
+{
+	struct plan_dyn *nd = realloc(p->dyn, (p->nr_dyn + 1) * sizeof(*nd));
+
+	if (!nd)
+		return -ENOMEM;
+	p->dyn = nd;
+	p->dyn[p->nr_dyn++] = *d;
+	return 0;
+}
+
+/* What one reference position looks like across the steady iterations. */
+struct pos_view {
+	bool present, same_size;
+	unsigned int within, next, later, judged;
+	uint64_t size_min, size_max;
+	uint64_t start, end_within, end_next;
+};
+
+static void view_pos(const struct cls_ctx *c, uint32_t pos,
+		     struct pos_view *v)
+{
+	const struct trace *t = c->t;
+	size_t s;
+
+	memset(v, 0, sizeof(*v));
+	v->present = v->same_size = true;
+	v->size_min = v->start = UINT64_MAX;
+	for (s = 0; s < c->nr_steady; s++) {
+		size_t k = c->first_steady + s;
+		uint32_t j = c->map[s][pos];
+		const struct trace_event *a;
+		enum free_where w;
+		uint64_t sz, st;
+
+		if (j == NOPOS) {
+			v->present = false;
+			continue;
+		}
+		a = &t->ev[c->allocs[k][j]];
+		sz = asize(c, a->size);
+		if (v->size_max && sz != v->size_max)
+			v->same_size = false;
+		v->size_min = sz < v->size_min ? sz : v->size_min;
+		v->size_max = sz > v->size_max ? sz : v->size_max;
+		st = a->seq - c->it->seq[k];
+		v->start = st < v->start ? st : v->start;
+		w = where(c, k, a->peer);
+		if (w == FREE_WITHIN) {
+			uint64_t e = t->ev[a->peer].seq - c->it->seq[k];
+
+			v->within++;
+			v->end_within = e > v->end_within ? e : v->end_within;
+		} else if (w == FREE_NEXT) {
+			uint64_t e = t->ev[a->peer].seq - c->it->seq[k + 1];
+
+			v->next++;
+			v->end_next = e > v->end_next ? e : v->end_next;
+		} else if (k + 1 < c->it->nr) {
+			v->later++;
+		}
+		/* an iteration with no successor cannot tell "next" */
+		v->judged += k + 1 < c->it->nr || w == FREE_WITHIN;
+	}
+}
+
+static int classify_pos(struct cls_ctx *c, uint32_t pos,
+			struct stalloc_plan *p)
+{
+	c->posdyn[pos] = NOPOS;
+	const struct trace_event *ref = &c->t->ev[c->allocs[c->ref][pos]];
+	struct plan_entry e = { .pos = pos, .start = 0 };
+	struct plan_dyn d = { .pos = pos };
+	struct pos_view v;
+
+	view_pos(c, pos, &v);
+	e.size = v.size_max;
+	e.start = v.start;
+	if (c->it->source == ITER_NONE) {
+		/* one static problem: what is never freed lives to the end */
+		e.cls = PLAN_STATIC;
+		e.end = v.within ? v.end_within : c->horizon;
+		return push_entry(p, &e, ref->id);
+	}
+	if (v.present && v.same_size && v.within == v.judged &&
+	    v.within > 0 && !v.next && !v.later) {
+		e.cls = PLAN_STATIC;
+		e.end = v.end_within;
+		return push_entry(p, &e, ref->id);
+	}
+	if (v.present && v.same_size && v.next && !v.within && !v.later &&
+	    v.end_next <= v.start) {
+		e.cls = PLAN_CROSS;
+		e.end = v.end_next;
+		return push_entry(p, &e, ref->id);
+	}
+	d.size_min = v.size_min;
+	d.size_max = v.size_max;
+	d.start = v.start;
+	if (v.later || (v.next && v.end_next > v.start)) {
+		d.end = c->horizon; /* lives to the end of the iteration */
+	} else if (v.next) {
+		d.end = v.end_next;
+		d.wraps = true;
+	} else {
+		d.end = v.end_within > v.start ? v.end_within : c->horizon;
+	}
+	c->posdyn[pos] = (uint32_t)p->nr_dyn;
+	return push_dyn(p, &d);
+}
+
+/* Allocations before the first steady iteration still live after it. */
+static int classify_persistent(const struct cls_ctx *c,
+			       struct stalloc_plan *p)
+{
+	size_t i, start = c->it->first[c->first_steady];
+	size_t last = c->first_steady + c->nr_steady - 1;
+	size_t end = iter_end(c->it, last);
+	uint32_t pos = 0;
+	int err = 0;
+
+	for (i = 0; i < start && !err; i++) {
+		const struct trace_event *a = &c->t->ev[i];
+		struct plan_entry e = { .cls = PLAN_PERSISTENT };
+
+		if (a->op != TRACE_ALLOC)
+			continue;
+		e.pos = pos++;
+		if (a->peer != TRACE_NONE && a->peer < end)
+			continue;
+		e.size = asize(c, a->size);
+		e.end = c->horizon;
+		err = push_entry(p, &e, a->id);
+	}
+	p->nr_prologue = pos;
+	return err;
+}
+
+static void pick_steady(struct cls_ctx *c)
+{
+	const struct plan_iters *it = c->it;
+
+	c->first_steady = it->nr >= 3 ? 1 : it->nr - 1;
+	c->nr_steady = it->nr - c->first_steady;
+	c->ref = c->first_steady;
+	if (c->ref + 1 >= it->nr)
+		c->ref = it->nr - 1;
+}
+
+/* Record the dynamic requests of steady iteration @s. */
+static int seen_iter(const struct cls_ctx *c, size_t s, struct plan_seen *seen)
+{
+	size_t k = c->first_steady + s, n = c->nr_allocs[k], j, m = 0;
+	uint32_t pos, *inv = malloc((n + 1) * sizeof(*inv));
+
+	seen->ev[s] = malloc((n + 1) * sizeof(**seen->ev));
+	seen->dyn[s] = malloc((n + 1) * sizeof(**seen->dyn));
+	if (!inv || !seen->ev[s] || !seen->dyn[s]) {
+		free(inv);
+		return -ENOMEM;
+	}
+	for (j = 0; j < n; j++)
+		inv[j] = NOPOS;
+	for (pos = 0; pos < c->nr_allocs[c->ref]; pos++)
+		if (c->map[s][pos] != NOPOS)
+			inv[c->map[s][pos]] = pos;
+	for (j = 0; j < n; j++) {
+		if (inv[j] != NOPOS && c->posdyn[inv[j]] == NOPOS)
+			continue; /* planned */
+		seen->ev[s][m] = c->allocs[k][j];
+		seen->dyn[s][m++] = inv[j] == NOPOS ? PLAN_NOPOS :
+						      c->posdyn[inv[j]];
+	}
+	seen->nr[s] = m;
+	seen->iter[s] = k;
+	free(inv);
+	return 0;
+}
+
+static int fill_seen(const struct cls_ctx *c, struct plan_seen *seen)
+{
+	size_t s;
+	int err = 0;
+
+	seen->nr_iters = c->nr_steady;
+	seen->iter = calloc(c->nr_steady, sizeof(*seen->iter));
+	seen->ev = calloc(c->nr_steady, sizeof(*seen->ev));
+	seen->dyn = calloc(c->nr_steady, sizeof(*seen->dyn));
+	seen->nr = calloc(c->nr_steady, sizeof(*seen->nr));
+	if (!seen->iter || !seen->ev || !seen->dyn || !seen->nr)
+		return -ENOMEM;
+	for (s = 0; s < c->nr_steady && !err; s++)
+		err = seen_iter(c, s, seen);
+	return err;
+}
+
+void plan_seen_free(struct plan_seen *seen)
+{
+	size_t s;
+
+	for (s = 0; seen->ev && s < seen->nr_iters; s++) {
+		free(seen->ev[s]);
+		free(seen->dyn[s]);
+	}
+	free(seen->iter);
+	free(seen->ev);
+	free(seen->dyn);
+	free(seen->nr);
+	memset(seen, 0, sizeof(*seen));
+}
+
+static void ctx_free(struct cls_ctx *c)
+{
+	size_t k;
+
+	for (k = 0; c->allocs && k < c->it->nr; k++)
+		free(c->allocs[k]);
+	for (k = 0; c->map && k < c->nr_steady; k++)
+		free(c->map[k]);
+	free(c->allocs);
+	free(c->nr_allocs);
+	free(c->map);
+	free(c->posdyn);
+}
+
+int plan_classify(const struct trace *t, const struct plan_iters *it,
+		  uint64_t align, struct stalloc_plan *p,
+		  struct plan_seen *seen)
+{
+	struct cls_ctx c = { .t = t, .it = it, .align = align };
+	size_t s;
+	uint32_t pos;
+	int err;
+
+	pick_steady(&c);
+	for (s = 0; s < c.nr_steady; s++) {
+		uint64_t l = iter_len(&c, c.first_steady + s);
+
+		c.horizon = l > c.horizon ? l : c.horizon;
+	}
+	memset(seen, 0, sizeof(*seen));
+	err = collect_allocs(&c);
+	if (!err)
+		err = align_all(&c);
+	if (!err) {
+		c.posdyn = malloc((c.nr_allocs[c.ref] + 1) * sizeof(*c.posdyn));
+		err = c.posdyn ? classify_persistent(&c, p) : -ENOMEM;
+	}
+	for (pos = 0; !err && pos < c.nr_allocs[c.ref]; pos++)
+		err = classify_pos(&c, pos, p);
+	if (!err)
+		err = fill_seen(&c, seen);
+	if (err)
+		plan_seen_free(seen);
+	if (!err) {
+		p->align = align;
+		p->horizon = c.horizon;
+		p->nr_positions = (uint32_t)c.nr_allocs[c.ref];
+		p->sum.steady_iterations = c.nr_steady;
+	}
+	ctx_free(&c);
+	if (err == -ENOMEM)
+		return sa_error(-ENOMEM, "planner: out of memory");
+	return err;
+}

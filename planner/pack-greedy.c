@@ -1,0 +1,414 @@
+// SPDX-License-Identifier: MIT
+/*
+ * planner/pack-greedy.c - constructive packings of one group
+ *
+ * pack_greedy() places the items one by one in several orders (size, then
+ * lifetime length, area, start time), each at the best-fitting gap among
+ * the already placed items whose lifetimes overlap it, and keeps the best
+ * order's packing.  The overlapping placed items are found with a segment
+ * tree over the group's sections: an item is filed in the "cover" list of
+ * the O(log S) canonical nodes of its section range and in the "part" list
+ * of the nodes on the paths from its end leaves to the root, so a query
+ * visits O(log S) lists and reports each overlapping item at least once
+ * (a stamp per item drops repeats).  The cost of one order is
+ * O(E log E) for E overlapping pairs.
+ *
+ * pack_sweep() is the O(n log n) fallback for groups with too many
+ * overlapping pairs: items in start order, first fit into the free gaps of
+ * a simulated heap (a treap keyed by offset, each node knowing the largest
+ * gap below it); wrap-around items are stacked at the bottom first.
+ *
+ * Invariant: when either returns 0, the group's item offsets form a valid
+ * packing whose peak is g->peak.  No locking: one ctx per thread.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/util.h"
+#include "planner/pack-internal.h"
+
+struct pack_vec {
+	uint32_t *v;
+	uint32_t n;
+	uint32_t cap;
+};
+
+struct pack_tree {
+	size_t P;
+	struct pack_vec *cover;
+	struct pack_vec *part;
+};
+
+/* A placed neighbour: the address range [off, top) is taken. */
+struct pack_span {
+	uint64_t off;
+	uint64_t top;
+};
+
+struct pack_key {
+	uint64_t k1;
+	uint64_t k2;
+	uint32_t id;
+};
+
+struct pack_greedy_state {
+	struct pack_ctx *ctx;
+	struct pack_group *g;
+	struct pack_tree tree;
+	struct pack_span *nb;
+	struct pack_key *keys;
+	uint64_t *best_off;
+};
+
+static int pack_vec_push(struct pack_vec *v, uint32_t x)
+{
+	if (v->n == v->cap) {
+		uint32_t cap = v->cap ? v->cap * 2 : 4;
+		uint32_t *p = realloc(v->v, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		v->v = p;
+		v->cap = cap;
+	}
+	v->v[v->n++] = x;
+	return 0;
+}
+
+static int pack_tree_init(struct pack_tree *t, size_t nr_secs)
+{
+	t->P = 1;
+	while (t->P < nr_secs)
+		t->P *= 2;
+	t->cover = calloc(2 * t->P, sizeof(*t->cover));
+	t->part = calloc(2 * t->P, sizeof(*t->part));
+	if (!t->cover || !t->part)
+		return -ENOMEM;
+	return 0;
+}
+
+static void pack_tree_reset(struct pack_tree *t)
+{
+	size_t i;
+
+	for (i = 0; i < 2 * t->P; i++) {
+		t->cover[i].n = 0;
+		t->part[i].n = 0;
+	}
+}
+
+static void pack_tree_free(struct pack_tree *t)
+{
+	size_t i;
+
+	for (i = 0; t->cover && i < 2 * t->P; i++)
+		free(t->cover[i].v);
+	for (i = 0; t->part && i < 2 * t->P; i++)
+		free(t->part[i].v);
+	free(t->cover);
+	free(t->part);
+}
+
+static int pack_tree_insert(struct pack_tree *t, size_t lo, size_t hi,
+			    uint32_t id)
+{
+	size_t l = lo + t->P, r = hi + t->P, a = l, b = r - 1;
+	int err = 0;
+
+	for (; l < r; l >>= 1, r >>= 1) {
+		if (l & 1)
+			err |= pack_vec_push(&t->cover[l++], id);
+		if (r & 1)
+			err |= pack_vec_push(&t->cover[--r], id);
+	}
+	for (; a != b; a >>= 1, b >>= 1) {
+		err |= pack_vec_push(&t->part[a], id);
+		err |= pack_vec_push(&t->part[b], id);
+	}
+	for (; a; a >>= 1)
+		err |= pack_vec_push(&t->part[a], id);
+	return err ? -ENOMEM : 0;
+}
+
+static size_t pack_report(struct pack_greedy_state *st,
+			  const struct pack_vec *v, size_t n)
+{
+	struct pack_ctx *ctx = st->ctx;
+	uint32_t i;
+
+	for (i = 0; i < v->n; i++) {
+		uint32_t id = v->v[i];
+
+		if (ctx->stamp[id] == ctx->stamp_gen)
+			continue;
+		ctx->stamp[id] = ctx->stamp_gen;
+		st->nb[n].off = ctx->items[id].off;
+		st->nb[n].top = ctx->items[id].off + ctx->items[id].size;
+		n++;
+	}
+	return n;
+}
+
+/* Placed items overlapping local sections [lo, hi) go to st->nb[n...]. */
+static size_t pack_tree_query(struct pack_greedy_state *st, size_t lo,
+			      size_t hi, size_t n)
+{
+	const struct pack_tree *t = &st->tree;
+	size_t l = lo + t->P, r = hi + t->P, a = l;
+
+	for (; l < r; l >>= 1, r >>= 1) {
+		if (l & 1) {
+			n = pack_report(st, &t->cover[l], n);
+			n = pack_report(st, &t->part[l++], n);
+		}
+		if (r & 1) {
+			--r;
+			n = pack_report(st, &t->cover[r], n);
+			n = pack_report(st, &t->part[r], n);
+		}
+	}
+	for (; a; a >>= 1)
+		n = pack_report(st, &t->cover[a], n);
+	for (a = hi - 1 + t->P; a; a >>= 1)
+		n = pack_report(st, &t->cover[a], n);
+	return n;
+}
+
+static int pack_span_cmp(const void *pa, const void *pb)
+{
+	const struct pack_span *a = pa, *b = pb;
+
+	return (a->off > b->off) - (a->off < b->off);
+}
+
+/* The lowest offset of the smallest gap that fits, else the top. */
+static uint64_t pack_best_fit(struct pack_span *nb, size_t n, uint64_t size)
+{
+	uint64_t cur = 0, best = UINT64_MAX, best_gap = UINT64_MAX;
+	size_t i;
+
+	qsort(nb, n, sizeof(*nb), pack_span_cmp);
+	for (i = 0; i < n; i++) {
+		if (nb[i].off > cur) {
+			uint64_t gap = nb[i].off - cur;
+
+			if (gap >= size && gap < best_gap) {
+				best_gap = gap;
+				best = cur;
+			}
+		}
+		if (nb[i].top > cur)
+			cur = nb[i].top;
+	}
+	return best != UINT64_MAX ? best : cur;
+}
+
+static size_t pack_local_lo(const struct pack_ctx *ctx,
+			    const struct pack_item *it, uint32_t k)
+{
+	return ctx->loc[it->lo[k]];
+}
+
+static size_t pack_local_hi(const struct pack_ctx *ctx,
+			    const struct pack_item *it, uint32_t k)
+{
+	return ctx->loc[it->lo[k]] + (it->hi[k] - it->lo[k]);
+}
+
+static int pack_place(struct pack_greedy_state *st, uint32_t id,
+		      uint64_t *peak)
+{
+	struct pack_ctx *ctx = st->ctx;
+	struct pack_item *it = &ctx->items[id];
+	size_t n = 0;
+	uint32_t k;
+	int err = 0;
+
+	if (++ctx->stamp_gen == 0) {
+		memset(ctx->stamp, 0, ctx->nr_items * sizeof(*ctx->stamp));
+		ctx->stamp_gen = 1;
+	}
+	for (k = 0; k < it->nr_iv; k++)
+		n = pack_tree_query(st, pack_local_lo(ctx, it, k),
+				    pack_local_hi(ctx, it, k), n);
+	it->off = pack_best_fit(st->nb, n, it->size);
+	if (it->off + it->size > *peak)
+		*peak = it->off + it->size;
+	for (k = 0; k < it->nr_iv && !err; k++)
+		err = pack_tree_insert(&st->tree, pack_local_lo(ctx, it, k),
+				       pack_local_hi(ctx, it, k), id);
+	return err;
+}
+
+static int pack_key_cmp(const void *pa, const void *pb)
+{
+	const struct pack_key *a = pa, *b = pb;
+
+	if (a->k1 != b->k1)
+		return a->k1 < b->k1 ? -1 : 1;
+	if (a->k2 != b->k2)
+		return a->k2 < b->k2 ? -1 : 1;
+	return (a->id > b->id) - (a->id < b->id);
+}
+
+enum pack_order {
+	PACK_BY_SIZE,
+	PACK_BY_LENGTH,
+	PACK_BY_AREA,
+	PACK_BY_START,
+	PACK_NR_ORDERS
+};
+
+static const char *const pack_order_names[PACK_NR_ORDERS] = {
+	"greedy-size", "greedy-length", "greedy-area", "greedy-start"
+};
+
+static void pack_make_key(const struct pack_item *it, enum pack_order o,
+			  struct pack_key *key)
+{
+	uint64_t area;
+
+	switch (o) {
+	case PACK_BY_SIZE:
+		key->k1 = ~it->size;
+		key->k2 = ~it->len;
+		break;
+	case PACK_BY_LENGTH:
+		key->k1 = ~it->len;
+		key->k2 = ~it->size;
+		break;
+	case PACK_BY_AREA:
+		if (__builtin_mul_overflow(it->size, it->len, &area))
+			area = UINT64_MAX;
+		key->k1 = ~area;
+		key->k2 = ~it->size;
+		break;
+	default:
+		key->k1 = it->nr_iv > 1 ? 0 : (uint64_t)it->lo[0] + 1;
+		key->k2 = ~it->size;
+		break;
+	}
+}
+
+/* One greedy pass in order @o; returns 0 with *peak set, or -ENOMEM. */
+static int pack_greedy_order(struct pack_greedy_state *st, enum pack_order o,
+			     uint64_t *peak)
+{
+	struct pack_group *g = st->g;
+	size_t i;
+	int err;
+
+	for (i = 0; i < g->nr; i++) {
+		pack_make_key(&st->ctx->items[g->items[i]], o, &st->keys[i]);
+		st->keys[i].id = g->items[i];
+	}
+	qsort(st->keys, g->nr, sizeof(*st->keys), pack_key_cmp);
+	pack_tree_reset(&st->tree);
+	*peak = 0;
+	for (i = 0; i < g->nr; i++) {
+		err = pack_place(st, st->keys[i].id, peak);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static void pack_save(struct pack_greedy_state *st, bool restore)
+{
+	struct pack_group *g = st->g;
+	size_t i;
+
+	for (i = 0; i < g->nr; i++) {
+		uint64_t *off = &st->ctx->items[g->items[i]].off;
+
+		if (restore)
+			*off = st->best_off[i];
+		else
+			st->best_off[i] = *off;
+	}
+}
+
+static int pack_greedy_run(struct pack_greedy_state *st)
+{
+	struct pack_ctx *ctx = st->ctx;
+	struct pack_group *g = st->g;
+	uint64_t peak;
+	int o, err;
+
+	g->peak = UINT64_MAX;
+	for (o = 0; o < PACK_NR_ORDERS; o++) {
+		if (o && (g->peak <= ctx->target || pack_out_of_time(ctx)))
+			break;
+		err = pack_greedy_order(st, (enum pack_order)o, &peak);
+		if (err)
+			return err;
+		if (peak < g->peak) {
+			g->peak = peak;
+			g->method = pack_order_names[o];
+			pack_save(st, false);
+		}
+	}
+	pack_save(st, true);
+	return 0;
+}
+
+int pack_greedy(struct pack_ctx *ctx, struct pack_group *g)
+{
+	struct pack_greedy_state st = { ctx, g, { 0 }, NULL, NULL, NULL };
+	int err = -ENOMEM;
+
+	if (!ctx->stamp) {
+		ctx->stamp = calloc(ctx->nr_items, sizeof(*ctx->stamp));
+		if (!ctx->stamp)
+			return -ENOMEM;
+	}
+	st.nb = malloc(g->nr * sizeof(*st.nb));
+	st.keys = malloc(g->nr * sizeof(*st.keys));
+	st.best_off = malloc(g->nr * sizeof(*st.best_off));
+	if (st.nb && st.keys && st.best_off &&
+	    !pack_tree_init(&st.tree, g->nr_secs))
+		err = pack_greedy_run(&st);
+	pack_tree_free(&st.tree);
+	free(st.best_off);
+	free(st.keys);
+	free(st.nb);
+	return err;
+}
+
+static int pack_u64_cmp(const void *pa, const void *pb)
+{
+	uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
+
+	return (a > b) - (a < b);
+}
+
+uint64_t pack_count_edges(const struct pack_ctx *ctx,
+			  const struct pack_group *g)
+{
+	uint64_t *ev, active = 0, edges = 0;
+	size_t i, n = 0;
+	uint32_t k;
+
+	ev = malloc(4 * g->nr * sizeof(*ev));
+	if (!ev)
+		return UINT64_MAX;
+	for (i = 0; i < g->nr; i++) {
+		const struct pack_item *it = &ctx->items[g->items[i]];
+
+		for (k = 0; k < it->nr_iv; k++) {
+			/* Ends sort before starts in the same section. */
+			ev[n++] = (uint64_t)it->lo[k] << 1 | 1;
+			ev[n++] = (uint64_t)it->hi[k] << 1;
+		}
+	}
+	qsort(ev, n, sizeof(*ev), pack_u64_cmp);
+	for (i = 0; i < n; i++) {
+		if (ev[i] & 1)
+			edges += active++;
+		else
+			active--;
+	}
+	free(ev);
+	return edges;
+}

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * planner/pack-internal.h - what the packer's files share (private)
+ *
+ * pack.c validates the input, puts the buffers that live throughout at the
+ * bottom (always optimal: nothing can sit beside them), compresses time
+ * into sections (the spans between consecutive lifetime endpoints) and
+ * splits the rest into independent groups: runs of sections that no
+ * lifetime crosses, merged when a wrap-around buffer links two of them.
+ * Each group is then packed on its own from offset 0 by pack-greedy.c and,
+ * where a gap to the lower bound remains, improved by pack-search.c.
+ */
+#ifndef STALLOC_PLANNER_PACK_INTERNAL_H
+#define STALLOC_PLANNER_PACK_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "pack.h"
+
+/**
+ * struct pack_item - one buffer as the solvers see it
+ * @size: bytes
+ * @len: time units live (an ordering key)
+ * @off: offset inside its group's packing
+ * @buf: index into the caller's array
+ * @nr_iv: 1, or 2 for a wrap-around buffer live at both ends
+ * @lo, @hi: section ranges [lo, hi) it is live in
+ */
+struct pack_item {
+	uint64_t size;
+	uint64_t len;
+	uint64_t off;
+	uint32_t buf;
+	uint32_t nr_iv;
+	uint32_t lo[2];
+	uint32_t hi[2];
+};
+
+/**
+ * struct pack_group - buffers that can be packed independently of the rest
+ * @items: indices into ctx->items
+ * @secs: the sections the group spans, ascending
+ * @load: most bytes of the group live in one section
+ * @peak: peak of its current packing
+ * @edges: overlapping pairs (the cost of the greedy and of the search)
+ * @method: what produced the current packing
+ * @optimal: @peak proven minimal for the group
+ */
+struct pack_group {
+	uint32_t *items;
+	size_t nr;
+	uint32_t *secs;
+	size_t nr_secs;
+	uint64_t load;
+	uint64_t peak;
+	uint64_t edges;
+	const char *method;
+	bool optimal;
+};
+
+/**
+ * struct pack_ctx - one pack_solve() call
+ * @target: the peak every group must reach for the whole to reach LOAD
+ * @nodes: search nodes explored so far
+ * @pool: storage of every group's @items and @secs
+ * @loc: per section, its index in its group's @secs (a lifetime piece
+ *	lies in one run of sections, so its local range is contiguous too)
+ * @stamp: per item scratch for deduplication (pack-greedy.c)
+ */
+struct pack_ctx {
+	struct pack_item *items;
+	size_t nr_items;
+	size_t nr_secs;
+	struct pack_group *groups;
+	size_t nr_groups;
+	uint64_t target;
+	struct timespec t0;
+	double limit_ms;
+	bool no_search;
+	uint64_t nodes;
+	uint32_t *pool;
+	uint32_t *loc;
+	uint32_t *stamp;
+	uint32_t stamp_gen;
+};
+
+/* Milliseconds since ctx->t0. */
+double pack_elapsed_ms(const struct pack_ctx *ctx);
+bool pack_out_of_time(const struct pack_ctx *ctx);
+
+/* Greedy best fit in several orders; sets item offsets and g->peak. */
+int pack_greedy(struct pack_ctx *ctx, struct pack_group *g);
+/* Online first fit in start order: O(n log n), for very large groups. */
+int pack_sweep(struct pack_ctx *ctx, struct pack_group *g);
+/* Overlapping pairs in @g, counted by a sweep (wrap pieces counted apart). */
+uint64_t pack_count_edges(const struct pack_ctx *ctx,
+			  const struct pack_group *g);
+
+/*
+ * Branch and bound for a packing of @g with peak <= @cap.  Returns 1 when
+ * found (offsets and g->peak updated), 0 when proven impossible, -ETIME
+ * when the time ran out, or -ENOMEM.
+ */
+int pack_search(struct pack_ctx *ctx, struct pack_group *g, uint64_t cap);
+
+#endif /* STALLOC_PLANNER_PACK_INTERNAL_H */

@@ -1,0 +1,599 @@
+// SPDX-License-Identifier: MIT
+/*
+ * planner/pack-search.c - exact search: does a group fit under a capacity?
+ *
+ * A depth-first branch and bound in the manner of MiniMalloc (Moffitt,
+ * ASPLOS 2024).  Items are placed in non-decreasing offset order, each at
+ * its minimum offset (the top of the highest placed item overlapping it),
+ * so a node only chooses which item comes next.  Pruning:
+ *  - canonical order: the next item's (offset, rank) must exceed the last
+ *    one's, so each packing is reached once;
+ *  - dominance: an item whose offset is at or above the lowest top any
+ *    unplaced item could reach would leave a gap that item fills better;
+ *  - section inference: in every section, the floor (what is already
+ *    taken below, raised to the lowest offset any unplaced item there can
+ *    still get) plus the unplaced bytes must fit under the capacity.
+ * Static orders (ranks) are tried round robin with a node limit that
+ * doubles each round, so one order stuck in a bad subtree cannot starve
+ * the others.  A run that ends without hitting its node limit is a proof.
+ *
+ * Invariants: every change to min offsets and floors is logged and undone
+ * on the way back up, so after a run the state is the initial one again.
+ * The group's item offsets are written only when a packing is found.
+ * Recursion depth is the group's item count (bounded by pack.c).
+ * No locking: one ctx per thread.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/util.h"
+#include "planner/pack-internal.h"
+
+#define PACK_ABORT (-EAGAIN)
+
+struct pack_undo {
+	uint32_t idx;
+	uint64_t old;
+};
+
+struct pack_undo_log {
+	struct pack_undo *v;
+	size_t n;
+	size_t cap;
+};
+
+struct pack_u32s {
+	uint32_t *v;
+	size_t n;
+	size_t cap;
+};
+
+struct pack_search {
+	struct pack_ctx *ctx;
+	struct pack_group *g;
+	uint64_t cap;
+	size_t m;
+	size_t S;
+	uint64_t *size;
+	uint32_t (*lo)[2];
+	uint32_t (*hi)[2];
+	uint32_t *nr_iv;
+	uint32_t *nb_start;
+	uint32_t *nb;
+	uint32_t *sec_start;
+	uint32_t *sec_items;
+	uint64_t *floor;
+	uint64_t *total;
+	uint64_t *min_off;
+	uint64_t *off;
+	uint32_t *rank;
+	uint32_t *unpl;
+	size_t nr_unpl;
+	uint32_t *sec_stamp;
+	uint32_t sec_gen;
+	struct pack_u32s affected;
+	struct pack_u32s cand;
+	struct pack_undo_log off_log;
+	struct pack_undo_log floor_log;
+	uint64_t nodes;
+	uint64_t node_limit;
+};
+
+static int pack_u32s_push(struct pack_u32s *a, uint32_t x)
+{
+	if (a->n == a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 64;
+		uint32_t *v = realloc(a->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		a->v = v;
+		a->cap = cap;
+	}
+	a->v[a->n++] = x;
+	return 0;
+}
+
+static int pack_log(struct pack_undo_log *l, uint32_t idx, uint64_t old)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 256;
+		struct pack_undo *v = realloc(l->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n].idx = idx;
+	l->v[l->n++].old = old;
+	return 0;
+}
+
+static void pack_undo_to(struct pack_undo_log *l, uint64_t *arr, size_t mark)
+{
+	while (l->n > mark) {
+		l->n--;
+		arr[l->v[l->n].idx] = l->v[l->n].old;
+	}
+}
+
+/* ---------------------------------------------------------- set up */
+
+static int pack_search_alloc(struct pack_search *s)
+{
+	size_t m = s->m, S = s->S;
+
+	s->size = calloc(m, sizeof(*s->size));
+	s->lo = calloc(m, sizeof(*s->lo));
+	s->hi = calloc(m, sizeof(*s->hi));
+	s->nr_iv = calloc(m, sizeof(*s->nr_iv));
+	s->nb_start = calloc(m + 1, sizeof(*s->nb_start));
+	s->sec_start = calloc(S + 1, sizeof(*s->sec_start));
+	s->floor = calloc(S, sizeof(*s->floor));
+	s->total = calloc(S, sizeof(*s->total));
+	s->min_off = calloc(m, sizeof(*s->min_off));
+	s->off = calloc(m, sizeof(*s->off));
+	s->rank = calloc(m, sizeof(*s->rank));
+	s->unpl = calloc(m, sizeof(*s->unpl));
+	s->sec_stamp = calloc(S, sizeof(*s->sec_stamp));
+	if (!s->size || !s->lo || !s->hi || !s->nr_iv || !s->nb_start ||
+	    !s->sec_start || !s->floor || !s->total || !s->min_off ||
+	    !s->off || !s->rank || !s->unpl || !s->sec_stamp)
+		return -ENOMEM;
+	return 0;
+}
+
+static void pack_search_free(struct pack_search *s)
+{
+	free(s->size);
+	free(s->lo);
+	free(s->hi);
+	free(s->nr_iv);
+	free(s->nb_start);
+	free(s->nb);
+	free(s->sec_start);
+	free(s->sec_items);
+	free(s->floor);
+	free(s->total);
+	free(s->min_off);
+	free(s->off);
+	free(s->rank);
+	free(s->unpl);
+	free(s->sec_stamp);
+	free(s->affected.v);
+	free(s->cand.v);
+	free(s->off_log.v);
+	free(s->floor_log.v);
+}
+
+/* Items per section (CSR), and the section totals. */
+static int pack_search_sections(struct pack_search *s)
+{
+	size_t i, sec, nr = 0;
+	uint32_t k, *fill;
+
+	for (i = 0; i < s->m; i++)
+		for (k = 0; k < s->nr_iv[i]; k++)
+			for (sec = s->lo[i][k]; sec < s->hi[i][k]; sec++) {
+				s->sec_start[sec + 1]++;
+				s->total[sec] += s->size[i];
+				nr++;
+			}
+	for (sec = 0; sec < s->S; sec++)
+		s->sec_start[sec + 1] += s->sec_start[sec];
+	s->sec_items = malloc((nr + 1) * sizeof(*s->sec_items));
+	fill = calloc(s->S + 1, sizeof(*fill));
+	if (!s->sec_items || !fill) {
+		free(fill);
+		return -ENOMEM;
+	}
+	for (i = 0; i < s->m; i++)
+		for (k = 0; k < s->nr_iv[i]; k++)
+			for (sec = s->lo[i][k]; sec < s->hi[i][k]; sec++)
+				s->sec_items[s->sec_start[sec] + fill[sec]++] =
+					(uint32_t)i;
+	free(fill);
+	return 0;
+}
+
+/*
+ * Neighbour lists from the section lists: items sharing a section
+ * overlap.  An item is listed once per neighbour thanks to a stamp.
+ */
+static int pack_search_neighbours(struct pack_search *s)
+{
+	struct pack_u32s all = { 0 };
+	uint32_t *stamp = calloc(s->m, sizeof(*stamp));
+	size_t i, sec, j;
+	uint32_t k;
+	int err = 0;
+
+	if (!stamp)
+		return -ENOMEM;
+	for (i = 0; i < s->m && !err; i++) {
+		s->nb_start[i] = (uint32_t)all.n;
+		stamp[i] = (uint32_t)i + 1;
+		for (k = 0; k < s->nr_iv[i]; k++)
+			for (sec = s->lo[i][k]; sec < s->hi[i][k]; sec++)
+				for (j = s->sec_start[sec];
+				     j < s->sec_start[sec + 1] && !err; j++) {
+					uint32_t o = s->sec_items[j];
+
+					if (stamp[o] == i + 1)
+						continue;
+					stamp[o] = (uint32_t)i + 1;
+					err = pack_u32s_push(&all, o);
+				}
+	}
+	s->nb_start[s->m] = (uint32_t)all.n;
+	s->nb = all.v;
+	free(stamp);
+	return err;
+}
+
+static int pack_search_init(struct pack_search *s)
+{
+	const struct pack_ctx *ctx = s->ctx;
+	size_t i;
+	uint32_t k;
+	int err;
+
+	err = pack_search_alloc(s);
+	if (err)
+		return err;
+	for (i = 0; i < s->m; i++) {
+		const struct pack_item *it = &ctx->items[s->g->items[i]];
+
+		s->size[i] = it->size;
+		s->nr_iv[i] = it->nr_iv;
+		for (k = 0; k < it->nr_iv; k++) {
+			s->lo[i][k] = ctx->loc[it->lo[k]];
+			s->hi[i][k] = s->lo[i][k] + it->hi[k] - it->lo[k];
+		}
+	}
+	err = pack_search_sections(s);
+	if (!err)
+		err = pack_search_neighbours(s);
+	return err;
+}
+
+/* ---------------------------------------------------------- orders */
+
+enum pack_key_kind { PACK_KEY_WIDTH, PACK_KEY_AREA, PACK_KEY_TOTAL };
+
+struct pack_rank_key {
+	uint64_t k[3];
+	uint32_t id;
+};
+
+static const enum pack_key_kind pack_heuristics[][3] = {
+	{ PACK_KEY_WIDTH, PACK_KEY_AREA, PACK_KEY_TOTAL },
+	{ PACK_KEY_TOTAL, PACK_KEY_AREA, PACK_KEY_WIDTH },
+	{ PACK_KEY_TOTAL, PACK_KEY_WIDTH, PACK_KEY_AREA },
+};
+
+static int pack_rank_cmp(const void *pa, const void *pb)
+{
+	const struct pack_rank_key *a = pa, *b = pb;
+	int i;
+
+	for (i = 0; i < 3; i++)
+		if (a->k[i] != b->k[i])
+			return a->k[i] > b->k[i] ? -1 : 1;
+	return (a->id > b->id) - (a->id < b->id);
+}
+
+static uint64_t pack_key_of(const struct pack_search *s, size_t i,
+			    enum pack_key_kind kind)
+{
+	const struct pack_item *it = &s->ctx->items[s->g->items[i]];
+	uint64_t v = 0;
+	size_t sec;
+	uint32_t k;
+
+	if (kind == PACK_KEY_AREA)
+		return __builtin_mul_overflow(it->size, it->len, &v) ?
+			       UINT64_MAX :
+			       v;
+	for (k = 0; k < s->nr_iv[i]; k++) {
+		if (kind == PACK_KEY_WIDTH) {
+			v += s->hi[i][k] - s->lo[i][k];
+			continue;
+		}
+		for (sec = s->lo[i][k]; sec < s->hi[i][k]; sec++)
+			if (s->total[sec] > v)
+				v = s->total[sec];
+	}
+	return v;
+}
+
+static int pack_search_rank(struct pack_search *s, size_t h)
+{
+	struct pack_rank_key *keys = malloc(s->m * sizeof(*keys));
+	size_t i;
+	int j;
+
+	if (!keys)
+		return -ENOMEM;
+	for (i = 0; i < s->m; i++) {
+		for (j = 0; j < 3; j++)
+			keys[i].k[j] = pack_key_of(s, i, pack_heuristics[h][j]);
+		keys[i].id = (uint32_t)i;
+	}
+	qsort(keys, s->m, sizeof(*keys), pack_rank_cmp);
+	for (i = 0; i < s->m; i++)
+		s->rank[keys[i].id] = (uint32_t)i;
+	free(keys);
+	return 0;
+}
+
+/* ---------------------------------------------------------- search */
+
+static void pack_unplace(struct pack_search *s, uint32_t c, size_t off_mark,
+			 size_t floor_mark)
+{
+	uint32_t k;
+	size_t sec;
+
+	pack_undo_to(&s->floor_log, s->floor, floor_mark);
+	pack_undo_to(&s->off_log, s->min_off, off_mark);
+	for (k = 0; k < s->nr_iv[c]; k++)
+		for (sec = s->lo[c][k]; sec < s->hi[c][k]; sec++)
+			s->total[sec] += s->size[c];
+	s->off[c] = UINT64_MAX;
+	s->nr_unpl++; /* @c is still at unpl[nr_unpl - 1]: LIFO */
+}
+
+static void pack_remove_unplaced(struct pack_search *s, uint32_t c)
+{
+	size_t i;
+
+	for (i = 0; i < s->nr_unpl; i++)
+		if (s->unpl[i] == c)
+			break;
+	s->unpl[i] = s->unpl[--s->nr_unpl];
+	s->unpl[s->nr_unpl] = c;
+}
+
+static int pack_mark_sections(struct pack_search *s, uint32_t v)
+{
+	uint32_t k;
+	size_t sec;
+	int err = 0;
+
+	for (k = 0; k < s->nr_iv[v]; k++)
+		for (sec = s->lo[v][k]; sec < s->hi[v][k] && !err; sec++) {
+			if (s->sec_stamp[sec] == s->sec_gen)
+				continue;
+			s->sec_stamp[sec] = s->sec_gen;
+			err = pack_u32s_push(&s->affected, (uint32_t)sec);
+		}
+	return err;
+}
+
+/* Raise neighbours' min offsets above @c's top. */
+static int pack_raise_neighbours(struct pack_search *s, uint32_t c,
+				 uint64_t top)
+{
+	uint32_t j;
+	int err = 0;
+
+	s->affected.n = 0;
+	if (++s->sec_gen == 0) {
+		memset(s->sec_stamp, 0, s->S * sizeof(*s->sec_stamp));
+		s->sec_gen = 1;
+	}
+	for (j = s->nb_start[c]; j < s->nb_start[c + 1] && !err; j++) {
+		uint32_t v = s->nb[j];
+
+		if (s->off[v] != UINT64_MAX || s->min_off[v] >= top)
+			continue;
+		err = pack_log(&s->off_log, v, s->min_off[v]);
+		s->min_off[v] = top;
+		if (!err)
+			err = pack_mark_sections(s, v);
+	}
+	return err;
+}
+
+/* A section's floor is at least the lowest offset left to its items. */
+static int pack_raise_floors(struct pack_search *s)
+{
+	size_t i, j;
+	int err = 0;
+
+	for (i = 0; i < s->affected.n && !err; i++) {
+		uint32_t sec = s->affected.v[i];
+		uint64_t lo = UINT64_MAX;
+
+		for (j = s->sec_start[sec]; j < s->sec_start[sec + 1]; j++) {
+			uint32_t v = s->sec_items[j];
+
+			if (s->off[v] == UINT64_MAX && s->min_off[v] < lo)
+				lo = s->min_off[v];
+		}
+		if (lo != UINT64_MAX && s->floor[sec] < lo) {
+			err = pack_log(&s->floor_log, sec, s->floor[sec]);
+			s->floor[sec] = lo;
+		}
+	}
+	return err;
+}
+
+static int pack_place(struct pack_search *s, uint32_t c)
+{
+	uint64_t top = s->min_off[c] + s->size[c];
+	uint32_t k;
+	size_t sec;
+	int err = 0;
+
+	s->off[c] = s->min_off[c];
+	pack_remove_unplaced(s, c);
+	for (k = 0; k < s->nr_iv[c]; k++)
+		for (sec = s->lo[c][k]; sec < s->hi[c][k] && !err; sec++) {
+			err = pack_log(&s->floor_log, (uint32_t)sec,
+				       s->floor[sec]);
+			s->floor[sec] = top;
+			s->total[sec] -= s->size[c];
+		}
+	if (!err)
+		err = pack_raise_neighbours(s, c, top);
+	if (!err)
+		err = pack_raise_floors(s);
+	return err;
+}
+
+static bool pack_fits(const struct pack_search *s, uint64_t off)
+{
+	size_t sec;
+
+	for (sec = 0; sec < s->S; sec++) {
+		uint64_t f = s->floor[sec] > off ? s->floor[sec] : off;
+
+		if (f + s->total[sec] > s->cap)
+			return false;
+	}
+	return true;
+}
+
+static void pack_record(struct pack_search *s)
+{
+	struct pack_group *g = s->g;
+	size_t i;
+
+	g->peak = 0;
+	for (i = 0; i < s->m; i++) {
+		s->ctx->items[g->items[i]].off = s->off[i];
+		if (s->off[i] + s->size[i] > g->peak)
+			g->peak = s->off[i] + s->size[i];
+	}
+	g->method = "search";
+}
+
+/* Offset order, then rank: the order MiniMalloc's dynamic ordering uses. */
+static void pack_sort_cands(struct pack_search *s, size_t base)
+{
+	uint32_t *c = s->cand.v;
+	size_t i, j;
+
+	for (i = base + 1; i < s->cand.n; i++) {
+		uint32_t x = c[i];
+
+		for (j = i; j > base; j--) {
+			uint32_t y = c[j - 1];
+
+			if (s->min_off[y] < s->min_off[x] ||
+			    (s->min_off[y] == s->min_off[x] &&
+			     s->rank[y] < s->rank[x]))
+				break;
+			c[j] = y;
+		}
+		c[j] = x;
+	}
+}
+
+static int pack_candidates(struct pack_search *s, uint64_t last_off,
+			   uint32_t last_rank)
+{
+	uint64_t min_top = UINT64_MAX;
+	size_t i;
+	int err = 0;
+
+	for (i = 0; i < s->nr_unpl; i++) {
+		uint32_t u = s->unpl[i];
+
+		if (s->min_off[u] + s->size[u] < min_top)
+			min_top = s->min_off[u] + s->size[u];
+	}
+	for (i = 0; i < s->nr_unpl && !err; i++) {
+		uint32_t u = s->unpl[i];
+		uint64_t o = s->min_off[u];
+
+		if (o >= min_top || o < last_off ||
+		    (o == last_off && s->rank[u] < last_rank))
+			continue;
+		err = pack_u32s_push(&s->cand, u);
+	}
+	return err;
+}
+
+static int pack_node(struct pack_search *s, uint64_t last_off,
+		     uint32_t last_rank)
+{
+	size_t base = s->cand.n, i;
+	int ret = 0;
+
+	if ((++s->nodes & 255) == 0 && pack_out_of_time(s->ctx))
+		return -ETIME;
+	if (s->nodes > s->node_limit)
+		return PACK_ABORT;
+	if (!s->nr_unpl) {
+		pack_record(s);
+		return 1;
+	}
+	ret = pack_candidates(s, last_off, last_rank);
+	if (ret)
+		return ret;
+	pack_sort_cands(s, base);
+	for (i = base; i < s->cand.n && !ret; i++) {
+		uint32_t c = s->cand.v[i];
+		size_t off_mark = s->off_log.n, floor_mark = s->floor_log.n;
+
+		ret = pack_place(s, c);
+		if (!ret && pack_fits(s, s->off[c]))
+			ret = pack_node(s, s->off[c], s->rank[c] + 1);
+		pack_unplace(s, c, off_mark, floor_mark);
+	}
+	s->cand.n = base;
+	return ret;
+}
+
+static int pack_search_run(struct pack_search *s)
+{
+	uint64_t limit = s->m;
+	size_t h, i;
+	int ret;
+
+	for (i = 0; i < s->m; i++) {
+		s->off[i] = UINT64_MAX;
+		s->unpl[i] = (uint32_t)i;
+	}
+	s->nr_unpl = s->m;
+	if (!pack_fits(s, 0))
+		return 0;
+	for (;;) {
+		limit *= 2;
+		for (h = 0; h < ARRAY_SIZE(pack_heuristics); h++) {
+			ret = pack_search_rank(s, h);
+			if (ret)
+				return ret;
+			s->ctx->nodes += s->nodes;
+			s->nodes = 0;
+			s->node_limit = limit;
+			ret = pack_node(s, 0, 0);
+			if (ret != PACK_ABORT)
+				return ret;
+		}
+	}
+}
+
+int pack_search(struct pack_ctx *ctx, struct pack_group *g, uint64_t cap)
+{
+	struct pack_search s;
+	int ret;
+
+	memset(&s, 0, sizeof(s));
+	s.ctx = ctx;
+	s.g = g;
+	s.cap = cap;
+	s.m = g->nr;
+	s.S = g->nr_secs;
+	ret = pack_search_init(&s);
+	if (!ret)
+		ret = pack_search_run(&s);
+	ctx->nodes += s.nodes;
+	pack_search_free(&s);
+	return ret;
+}

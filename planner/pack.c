@@ -1,0 +1,594 @@
+// SPDX-License-Identifier: MIT
+/*
+ * planner/pack.c - static packing: validation, lower bound, decomposition
+ *
+ * pack_solve() checks every buffer before touching any offset, stacks the
+ * buffers that live throughout at the bottom (moving such a buffer to the
+ * bottom never raises a packing's peak), and splits the others into groups
+ * (see pack-internal.h) that are packed independently above them.  Each
+ * group gets the greedy packing of pack-greedy.c (the sweep for groups too
+ * big for it); while time remains and the peak is above the lower bound,
+ * pack-search.c looks for a packing of every group under a capacity C,
+ * starting with C = LOAD and bisecting between the best proven bound and
+ * the best packing found.
+ *
+ * Invariants: every group's item offsets always describe a valid packing
+ * of that group (a search only replaces them with another valid one), so
+ * the result is valid whenever time runs out.  Only the caller's @offset
+ * fields are written, and only on success or -ENOSPC.
+ *
+ * No global state; calls are independent and may run in parallel.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/util.h"
+#include "planner/pack-internal.h"
+
+/* Beyond these, a group is not searched / not given the greedy. */
+#define PACK_SEARCH_MAX_EDGES (8u << 20)
+#define PACK_SEARCH_MAX_ITEMS 20000
+#define PACK_GREEDY_MAX_EDGES (96u << 20)
+
+double pack_elapsed_ms(const struct pack_ctx *ctx)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - ctx->t0.tv_sec) * 1e3 +
+	       (double)(now.tv_nsec - ctx->t0.tv_nsec) / 1e6;
+}
+
+bool pack_out_of_time(const struct pack_ctx *ctx)
+{
+	return pack_elapsed_ms(ctx) >= ctx->limit_ms;
+}
+
+/* The linear pieces of @b's lifetime; returns how many (0 to 2). */
+static int pack_pieces(const struct pack_buf *b, uint64_t horizon,
+		       uint64_t s[2], uint64_t e[2])
+{
+	int n = 0;
+
+	if (!b->wraps) {
+		s[0] = b->start;
+		e[0] = b->end;
+		return b->start < b->end;
+	}
+	if (b->start < horizon) {
+		s[n] = b->start;
+		e[n++] = horizon;
+	}
+	if (b->end > 0) {
+		s[n] = 0;
+		e[n++] = b->end;
+	}
+	return n;
+}
+
+bool pack_lifetimes_overlap(const struct pack_buf *a,
+			    const struct pack_buf *b, uint64_t horizon)
+{
+	uint64_t as[2], ae[2], bs[2], be[2];
+	int na = pack_pieces(a, horizon, as, ae);
+	int nb = pack_pieces(b, horizon, bs, be);
+	int i, j;
+
+	for (i = 0; i < na; i++)
+		for (j = 0; j < nb; j++)
+			if (as[i] < be[j] && bs[j] < ae[i])
+				return true;
+	return false;
+}
+
+struct pack_event {
+	uint64_t t;
+	int64_t delta;
+};
+
+static int pack_event_cmp(const void *pa, const void *pb)
+{
+	const struct pack_event *a = pa, *b = pb;
+
+	if (a->t != b->t)
+		return a->t < b->t ? -1 : 1;
+	/* Half-open lifetimes: frees at t come before allocations at t. */
+	return (a->delta > 0) - (b->delta > 0);
+}
+
+uint64_t pack_lower_bound(const struct pack_buf *bufs, size_t nr,
+			  uint64_t horizon)
+{
+	struct pack_event *ev;
+	uint64_t s[2], e[2], cur = 0, best = 0;
+	size_t i, n = 0;
+	int k, np;
+
+	if (!nr || nr > SIZE_MAX / (4 * sizeof(*ev)))
+		return 0;
+	ev = malloc(4 * nr * sizeof(*ev));
+	if (!ev)
+		return 0;
+	for (i = 0; i < nr; i++) {
+		np = pack_pieces(&bufs[i], horizon, s, e);
+		for (k = 0; k < np; k++) {
+			ev[n++] = (struct pack_event){ s[k],
+						       (int64_t)bufs[i].size };
+			ev[n++] = (struct pack_event){ e[k],
+						       -(int64_t)bufs[i].size };
+		}
+	}
+	qsort(ev, n, sizeof(*ev), pack_event_cmp);
+	for (i = 0; i < n; i++) {
+		cur += (uint64_t)ev[i].delta;
+		if (cur > best)
+			best = cur;
+	}
+	free(ev);
+	return best;
+}
+
+static int pack_check_buf(const struct pack_buf *b, size_t i,
+			  uint64_t horizon)
+{
+	if (!b->size || b->size > INT64_MAX)
+		return sa_error(-EINVAL, "pack: buffer %zu: bad size %llu", i,
+				(unsigned long long)b->size);
+	if (b->start > horizon || b->end > horizon)
+		return sa_error(-EINVAL,
+				"pack: buffer %zu: lifetime [%llu, %llu) beyond horizon %llu",
+				i, (unsigned long long)b->start,
+				(unsigned long long)b->end,
+				(unsigned long long)horizon);
+	if (!b->wraps && b->start >= b->end)
+		return sa_error(-EINVAL,
+				"pack: buffer %zu: empty lifetime [%llu, %llu)",
+				i, (unsigned long long)b->start,
+				(unsigned long long)b->end);
+	if (b->wraps && (b->end > b->start || !horizon))
+		return sa_error(-EINVAL,
+				"pack: buffer %zu: wrap-around lifetime [%llu, %llu) with end after start",
+				i, (unsigned long long)b->start,
+				(unsigned long long)b->end);
+	return 0;
+}
+
+static int pack_check(const struct pack_buf *bufs, size_t nr,
+		      uint64_t horizon)
+{
+	uint64_t total = 0;
+	size_t i;
+	int err;
+
+	if (nr >= UINT32_MAX / 4)
+		return sa_error(-EINVAL, "pack: %zu buffers: too many", nr);
+	for (i = 0; i < nr; i++) {
+		err = pack_check_buf(&bufs[i], i, horizon);
+		if (err)
+			return err;
+		if (__builtin_add_overflow(total, bufs[i].size, &total) ||
+		    total > INT64_MAX)
+			return sa_error(-EINVAL,
+					"pack: buffer sizes add up beyond 2^63");
+	}
+	return 0;
+}
+
+/* Lives throughout [0, horizon): goes to the bottom, outside any group. */
+static bool pack_is_full(const struct pack_buf *b, uint64_t horizon)
+{
+	if (b->wraps)
+		return b->start == b->end || !b->start;
+	return !b->start && b->end == horizon;
+}
+
+static int pack_u64_cmp(const void *pa, const void *pb)
+{
+	uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
+
+	return (a > b) - (a < b);
+}
+
+static uint32_t pack_point_idx(const uint64_t *pts, size_t n, uint64_t t)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (pts[mid] < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (uint32_t)lo;
+}
+
+/* Items for the buffers that do not live throughout, with sections. */
+static int pack_build_items(struct pack_ctx *ctx, const struct pack_buf *bufs,
+			    size_t nr, uint64_t horizon)
+{
+	uint64_t *pts, s[2], e[2];
+	size_t i, np = 0, u = 0;
+	int k, n;
+
+	ctx->items = calloc(nr ? nr : 1, sizeof(*ctx->items));
+	pts = malloc((4 * nr + 1) * sizeof(*pts));
+	if (!ctx->items || !pts) {
+		free(pts);
+		return -ENOMEM;
+	}
+	for (i = 0; i < nr; i++) {
+		if (pack_is_full(&bufs[i], horizon))
+			continue;
+		n = pack_pieces(&bufs[i], horizon, s, e);
+		for (k = 0; k < n; k++) {
+			pts[np++] = s[k];
+			pts[np++] = e[k];
+		}
+	}
+	qsort(pts, np, sizeof(*pts), pack_u64_cmp);
+	for (i = 0; i < np; i++)
+		if (!u || pts[u - 1] != pts[i])
+			pts[u++] = pts[i];
+	ctx->nr_secs = u ? u - 1 : 0;
+	for (i = 0; i < nr; i++) {
+		struct pack_item *it = &ctx->items[ctx->nr_items];
+
+		if (pack_is_full(&bufs[i], horizon))
+			continue;
+		n = pack_pieces(&bufs[i], horizon, s, e);
+		it->size = bufs[i].size;
+		it->buf = (uint32_t)i;
+		it->nr_iv = (uint32_t)n;
+		for (k = 0; k < n; k++) {
+			it->lo[k] = pack_point_idx(pts, u, s[k]);
+			it->hi[k] = pack_point_idx(pts, u, e[k]);
+			it->len += e[k] - s[k];
+		}
+		ctx->nr_items++;
+	}
+	free(pts);
+	return 0;
+}
+
+static uint32_t pack_uf_find(uint32_t *parent, uint32_t x)
+{
+	while (parent[x] != x) {
+		parent[x] = parent[parent[x]];
+		x = parent[x];
+	}
+	return x;
+}
+
+/*
+ * Runs of sections no lifetime crosses, merged by wrap-around items:
+ * @run[s] gets the root run of section s.  Returns the number of runs.
+ */
+static int pack_find_runs(struct pack_ctx *ctx, uint32_t *run,
+			  uint32_t *parent)
+{
+	size_t S = ctx->nr_secs, i, s;
+	int64_t *cross, c = 0;
+	uint32_t r = 0;
+	uint32_t k;
+
+	cross = calloc(S + 1, sizeof(*cross));
+	if (!cross)
+		return -ENOMEM;
+	for (i = 0; i < ctx->nr_items; i++)
+		for (k = 0; k < ctx->items[i].nr_iv; k++) {
+			cross[ctx->items[i].lo[k] + 1]++;
+			cross[ctx->items[i].hi[k]]--;
+		}
+	for (s = 0; s < S; s++) {
+		c += cross[s];
+		if (s && !c)
+			r++;
+		run[s] = r;
+		parent[r] = r;
+	}
+	free(cross);
+	for (i = 0; i < ctx->nr_items; i++) {
+		const struct pack_item *it = &ctx->items[i];
+		uint32_t a, b;
+
+		if (it->nr_iv < 2)
+			continue;
+		a = pack_uf_find(parent, run[it->lo[0]]);
+		b = pack_uf_find(parent, run[it->lo[1]]);
+		if (a != b)
+			parent[a] = b;
+	}
+	for (s = 0; s < S; s++)
+		run[s] = pack_uf_find(parent, run[s]);
+	return 0;
+}
+
+/* Section loads (bytes live in each section), by a difference array. */
+static int pack_section_loads(const struct pack_ctx *ctx, uint64_t **out)
+{
+	uint64_t *load = calloc(ctx->nr_secs + 1, sizeof(*load)), c = 0;
+	size_t i, s;
+	uint32_t k;
+
+	if (!load)
+		return -ENOMEM;
+	for (i = 0; i < ctx->nr_items; i++)
+		for (k = 0; k < ctx->items[i].nr_iv; k++) {
+			load[ctx->items[i].lo[k]] += ctx->items[i].size;
+			load[ctx->items[i].hi[k]] -= ctx->items[i].size;
+		}
+	for (s = 0; s < ctx->nr_secs; s++) {
+		c += load[s];
+		load[s] = c;
+	}
+	*out = load;
+	return 0;
+}
+
+/* Counting sort of items and sections into groups, one per root run. */
+static int pack_fill_groups(struct pack_ctx *ctx, const uint32_t *run,
+			    uint32_t *gid, const uint64_t *load)
+{
+	size_t S = ctx->nr_secs, i, s, ng = 0;
+	struct pack_group *g;
+	uint32_t *pool;
+
+	for (s = 0; s < S; s++)
+		gid[s] = UINT32_MAX;
+	for (i = 0; i < ctx->nr_items; i++) {
+		uint32_t r = run[ctx->items[i].lo[0]];
+
+		if (gid[r] == UINT32_MAX)
+			gid[r] = (uint32_t)ng++;
+	}
+	ctx->groups = calloc(ng ? ng : 1, sizeof(*ctx->groups));
+	ctx->pool = malloc((ctx->nr_items + S + 1) * sizeof(*pool));
+	ctx->loc = malloc((S + 1) * sizeof(*ctx->loc));
+	if (!ctx->groups || !ctx->pool || !ctx->loc)
+		return -ENOMEM;
+	pool = ctx->pool;
+	ctx->nr_groups = ng;
+	for (i = 0; i < ctx->nr_items; i++)
+		ctx->groups[gid[run[ctx->items[i].lo[0]]]].nr++;
+	for (s = 0; s < S; s++)
+		if (gid[run[s]] != UINT32_MAX)
+			ctx->groups[gid[run[s]]].nr_secs++;
+	for (i = 0; i < ng; i++) {
+		g = &ctx->groups[i];
+		g->items = pool;
+		pool += g->nr;
+		g->secs = pool;
+		pool += g->nr_secs;
+		g->nr = 0;
+		g->nr_secs = 0;
+	}
+	for (i = 0; i < ctx->nr_items; i++) {
+		g = &ctx->groups[gid[run[ctx->items[i].lo[0]]]];
+		g->items[g->nr++] = (uint32_t)i;
+	}
+	for (s = 0; s < S; s++) {
+		if (gid[run[s]] == UINT32_MAX)
+			continue;
+		g = &ctx->groups[gid[run[s]]];
+		ctx->loc[s] = (uint32_t)g->nr_secs;
+		g->secs[g->nr_secs++] = (uint32_t)s;
+		if (load[s] > g->load)
+			g->load = load[s];
+	}
+	return 0;
+}
+
+static int pack_build_groups(struct pack_ctx *ctx)
+{
+	size_t S = ctx->nr_secs;
+	uint32_t *run, *tmp;
+	uint64_t *load = NULL;
+	int err = -ENOMEM;
+
+	run = malloc((S + 1) * sizeof(*run));
+	tmp = malloc((S + 1) * sizeof(*tmp));
+	if (!run || !tmp)
+		goto out;
+	err = pack_find_runs(ctx, run, tmp);
+	if (!err)
+		err = pack_section_loads(ctx, &load);
+	if (!err)
+		err = pack_fill_groups(ctx, run, tmp, load);
+out:
+	free(load);
+	free(tmp);
+	free(run);
+	return err;
+}
+
+static void pack_ctx_free(struct pack_ctx *ctx)
+{
+	free(ctx->pool);
+	free(ctx->loc);
+	free(ctx->groups);
+	free(ctx->items);
+	free(ctx->stamp);
+}
+
+static int pack_construct(struct pack_ctx *ctx)
+{
+	size_t i;
+	int err;
+
+	for (i = 0; i < ctx->nr_groups; i++) {
+		struct pack_group *g = &ctx->groups[i];
+
+		if (g->load > ctx->target)
+			ctx->target = g->load;
+		g->edges = pack_count_edges(ctx, g);
+	}
+	for (i = 0; i < ctx->nr_groups; i++) {
+		struct pack_group *g = &ctx->groups[i];
+
+		if (g->edges > PACK_GREEDY_MAX_EDGES)
+			err = pack_sweep(ctx, g);
+		else
+			err = pack_greedy(ctx, g);
+		if (err)
+			return err;
+		if (g->peak == g->load)
+			g->optimal = true;
+	}
+	return 0;
+}
+
+static uint64_t pack_max_peak(const struct pack_ctx *ctx)
+{
+	uint64_t best = 0;
+	size_t i;
+
+	for (i = 0; i < ctx->nr_groups; i++)
+		if (ctx->groups[i].peak > best)
+			best = ctx->groups[i].peak;
+	return best;
+}
+
+static bool pack_searchable(const struct pack_group *g)
+{
+	return g->nr <= PACK_SEARCH_MAX_ITEMS &&
+	       g->edges <= PACK_SEARCH_MAX_EDGES;
+}
+
+/*
+ * Search every group above @cap for a packing under it.  Returns 1 when
+ * all are now under, 0 when one is proven impossible, -ETIME or -ENOMEM.
+ */
+static int pack_search_all(struct pack_ctx *ctx, uint64_t cap)
+{
+	size_t i;
+	int ret;
+
+	for (i = 0; i < ctx->nr_groups; i++) {
+		struct pack_group *g = &ctx->groups[i];
+
+		if (g->peak <= cap)
+			continue;
+		if (!pack_searchable(g))
+			return -ETIME;
+		ret = pack_search(ctx, g, cap);
+		if (ret != 1)
+			return ret;
+	}
+	return 1;
+}
+
+/*
+ * Bisect the capacity between @lo (no packing below it exists) and the
+ * best peak found.  Sets *proven when the best peak is shown optimal.
+ */
+static int pack_improve(struct pack_ctx *ctx, bool *proven)
+{
+	uint64_t lo = ctx->target, hi = pack_max_peak(ctx), cap = lo;
+	int ret;
+
+	while (lo < hi && !pack_out_of_time(ctx)) {
+		ret = pack_search_all(ctx, cap);
+		if (ret == -ETIME)
+			return 0;
+		if (ret < 0)
+			return ret;
+		if (ret)
+			hi = pack_max_peak(ctx);
+		else
+			lo = cap + 1;
+		cap = lo + (hi - lo) / 2;
+	}
+	*proven = lo >= hi;
+	return 0;
+}
+
+static const char *pack_method(const struct pack_ctx *ctx, uint64_t peak)
+{
+	size_t i;
+
+	for (i = 0; i < ctx->nr_groups; i++)
+		if (ctx->groups[i].peak == peak)
+			return ctx->groups[i].method;
+	return "stack";
+}
+
+/* Write the offsets: full-lifetime buffers stacked, groups above them. */
+static uint64_t pack_store(const struct pack_ctx *ctx, struct pack_buf *bufs,
+			   size_t nr, uint64_t horizon)
+{
+	uint64_t base = 0;
+	size_t i;
+
+	for (i = 0; i < nr; i++) {
+		if (!pack_is_full(&bufs[i], horizon))
+			continue;
+		bufs[i].offset = base;
+		base += bufs[i].size;
+	}
+	for (i = 0; i < ctx->nr_items; i++)
+		bufs[ctx->items[i].buf].offset = base + ctx->items[i].off;
+	return base;
+}
+
+static int pack_run(struct pack_ctx *ctx, struct pack_result *res)
+{
+	bool proven = false;
+	int err;
+
+	err = pack_build_groups(ctx);
+	if (!err)
+		err = pack_construct(ctx);
+	if (!err && !ctx->no_search)
+		err = pack_improve(ctx, &proven);
+	if (err)
+		return err;
+	res->peak = pack_max_peak(ctx);
+	res->optimal = proven || res->peak == ctx->target;
+	res->method = pack_method(ctx, res->peak);
+	res->nodes = ctx->nodes;
+	return 0;
+}
+
+int pack_solve(struct pack_buf *bufs, size_t nr, uint64_t horizon,
+	       const struct pack_opts *opts, struct pack_result *res)
+{
+	struct pack_opts dflt = { 0 };
+	struct pack_result r = { 0 };
+	struct pack_ctx ctx = { 0 };
+	uint64_t base;
+	int err;
+
+	if (!opts)
+		opts = &dflt;
+	err = pack_check(bufs, nr, horizon);
+	if (err)
+		return err;
+	clock_gettime(CLOCK_MONOTONIC, &ctx.t0);
+	ctx.limit_ms = opts->time_limit_ms ? (double)opts->time_limit_ms :
+					     1000.0;
+	ctx.no_search = opts->no_search;
+	err = pack_build_items(&ctx, bufs, nr, horizon);
+	if (!err)
+		err = pack_run(&ctx, &r);
+	if (err) {
+		pack_ctx_free(&ctx);
+		return sa_error(err, "pack: %zu buffers: %s", nr,
+				strerror(-err));
+	}
+	base = pack_store(&ctx, bufs, nr, horizon);
+	pack_ctx_free(&ctx);
+	r.peak += base;
+	r.lower_bound = base + ctx.target;
+	r.ms = pack_elapsed_ms(&ctx);
+	if (res)
+		*res = r;
+	if (opts->capacity && r.peak > opts->capacity)
+		return sa_error(-ENOSPC,
+				"pack: peak %llu exceeds capacity %llu",
+				(unsigned long long)r.peak,
+				(unsigned long long)opts->capacity);
+	return 0;
+}

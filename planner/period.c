@@ -1,0 +1,346 @@
+// SPDX-License-Identifier: MIT
+/*
+ * planner/period.c - find the iterations of a trace
+ *
+ * With "iteration" markers the markers say where iterations start.
+ * Without them the period is found from the request sequence itself:
+ *
+ *   1. Each alloc and free becomes a token (its kind and size; a free's
+ *      size is its allocation's).
+ *   2. Every k-gram of tokens (k = 8) is hashed; sorting the (hash,
+ *      position) pairs gives, for each k-gram, the distance to its next
+ *      occurrence.  Distances that occur often are candidate periods: a
+ *      k-gram that occurs once per iteration votes for the iteration
+ *      length, one inside a repeated layer votes for the layer's.
+ *   3. Each candidate d is scored by its coverage, the fraction of
+ *      positions i with token[i] == token[i + d].  The iteration period
+ *      repeats (nearly) everything; a layer period does not.  The smallest
+ *      candidate within 2% of the best coverage wins, if that coverage is
+ *      at least 50% and there are two periods.
+ *   4. Boundaries: the phase with the fewest bytes live (the natural cut
+ *      between iterations) is taken in the last full period; its k-gram is
+ *      the anchor, and boundaries are placed a period apart, each snapped
+ *      to the nearest occurrence of the anchor within an eighth of a
+ *      period, so inserted or missing requests do not shift the rest.
+ *
+ * Without repetition, the whole trace is one iteration and one static
+ * problem.  No locking: pure functions of the trace.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/util.h"
+#include "planner.h"
+
+#define PERIOD_K 8
+#define PERIOD_CANDIDATES 48
+#define PERIOD_MIN_COVERAGE 0.5
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return x;
+}
+
+struct hpos {
+	uint64_t h;
+	size_t pos;
+};
+
+static int hpos_cmp(const void *a, const void *b)
+{
+	const struct hpos *x = a, *y = b;
+
+	if (x->h != y->h)
+		return x->h < y->h ? -1 : 1;
+	return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+struct period_ctx {
+	const struct trace *t;
+	size_t n;	/* tokens */
+	uint64_t *tok;	/* token per alloc/free */
+	size_t *ev;	/* event index of each token */
+	uint64_t *gram; /* hash of the k-gram starting at each token */
+	size_t k;
+};
+
+static double coverage(const struct period_ctx *c, size_t d)
+{
+	size_t i, same = 0;
+
+	if (d >= c->n)
+		return 0;
+	for (i = 0; i + d < c->n; i++)
+		same += c->tok[i] == c->tok[i + d];
+	return (double)same / (double)(c->n - d);
+}
+
+/* Collect up to @max candidate periods, most voted first. */
+static size_t candidates(const struct period_ctx *c, uint64_t *cand,
+			 size_t max)
+{
+	size_t i, n = c->n - c->k + 1, nd = 0, nc = 0;
+	struct hpos *hp = malloc(n * sizeof(*hp));
+	uint64_t *d = malloc(n * sizeof(*d));
+	struct {
+		uint64_t d, votes;
+	} best[PERIOD_CANDIDATES] = { { 0, 0 } };
+
+	if (!hp || !d)
+		goto out;
+	for (i = 0; i < n; i++)
+		hp[i] = (struct hpos){ c->gram[i], i };
+	qsort(hp, n, sizeof(*hp), hpos_cmp);
+	for (i = 1; i < n; i++)
+		if (hp[i].h == hp[i - 1].h)
+			d[nd++] = hp[i].pos - hp[i - 1].pos;
+	qsort(d, nd, sizeof(*d), u64_cmp);
+	for (i = 0; i < nd;) {
+		size_t j = i, slot, m;
+
+		while (j < nd && d[j] == d[i])
+			j++;
+		/* keep the PERIOD_CANDIDATES most voted distances */
+		for (slot = 0, m = 1; m < max; m++)
+			if (best[m].votes < best[slot].votes)
+				slot = m;
+		if (j - i > best[slot].votes)
+			best[slot] = (typeof(best[0])){ d[i], j - i };
+		i = j;
+	}
+	for (i = 0; i < max; i++)
+		if (best[i].votes >= 2)
+			cand[nc++] = best[i].d;
+out:
+	free(hp);
+	free(d);
+	return nc;
+}
+
+static bool pick_period(struct period_ctx *c, size_t *period, double *cov)
+{
+	uint64_t cand[PERIOD_CANDIDATES];
+	double cv[PERIOD_CANDIDATES], top = 0;
+	size_t i, nc, best = 0;
+
+	nc = candidates(c, cand, PERIOD_CANDIDATES);
+	for (i = 0; i < nc; i++) {
+		cv[i] = 2 * cand[i] <= c->n ? coverage(c, cand[i]) : 0;
+		if (cv[i] > top)
+			top = cv[i];
+	}
+	if (top < PERIOD_MIN_COVERAGE)
+		return false;
+	for (i = 0; i < nc; i++)
+		if (cv[i] >= top - 0.02 && (!best || cand[i] < best))
+			best = cand[i];
+	*period = best;
+	*cov = top;
+	return true;
+}
+
+/*
+ * The anchor: the token position with the fewest bytes live in the last
+ * period that is followed by a full period (the natural cut between two
+ * iterations).
+ */
+static size_t pick_anchor(const struct period_ctx *c, size_t p)
+{
+	size_t i, lo, best;
+	uint64_t live = 0, best_live = UINT64_MAX;
+	uint64_t *lv = malloc(c->n * sizeof(*lv));
+
+	lo = c->n - c->k > 2 * p ? c->n - c->k - 2 * p : 0;
+	best = lo;
+	if (!lv)
+		return lo;
+	for (i = 0; i < c->n; i++) {
+		const struct trace_event *e = &c->t->ev[c->ev[i]];
+
+		lv[i] = live;
+		live = e->op == TRACE_ALLOC ? live + e->size : live - e->size;
+	}
+	for (i = lo; i < lo + p && i + c->k <= c->n; i++)
+		if (lv[i] < best_live) {
+			best_live = lv[i];
+			best = i;
+		}
+	free(lv);
+	return best;
+}
+
+/* Nearest position to @want (within @win) whose k-gram is @h, or @want. */
+static size_t snap(const struct period_ctx *c, size_t want, size_t win,
+		   uint64_t h, bool *found)
+{
+	size_t dlt;
+
+	*found = false;
+	for (dlt = 0; dlt <= win; dlt++) {
+		if (want + dlt + c->k <= c->n && c->gram[want + dlt] == h) {
+			*found = true;
+			return want + dlt;
+		}
+		if (dlt <= want && c->gram[want - dlt] == h) {
+			*found = true;
+			return want - dlt;
+		}
+	}
+	return want;
+}
+
+static int add_boundary(struct plan_iters *it, const struct trace *t,
+			size_t ev)
+{
+	size_t *nf = realloc(it->first, (it->nr + 1) * sizeof(*nf));
+	uint64_t *ns;
+
+	if (!nf)
+		return sa_error(-ENOMEM, "planner: out of memory");
+	it->first = nf;
+	ns = realloc(it->seq, (it->nr + 1) * sizeof(*ns));
+	if (!ns)
+		return sa_error(-ENOMEM, "planner: out of memory");
+	it->seq = ns;
+	it->first[it->nr] = ev;
+	it->seq[it->nr] = t->ev[ev].seq;
+	it->nr++;
+	return 0;
+}
+
+static int boundaries(struct period_ctx *c, struct plan_iters *it, size_t p)
+{
+	size_t anchor = pick_anchor(c, p), win = p / 8, pos, *b, nb = 0, i;
+	uint64_t h = c->gram[anchor];
+	bool found = true;
+	int err = 0;
+
+	b = malloc((c->n / p + 3) * 2 * sizeof(*b));
+	if (!b)
+		return sa_error(-ENOMEM, "planner: out of memory");
+	/* backwards from the anchor, then forwards; stop where it fades */
+	for (pos = anchor; found; ) {
+		b[nb++] = pos;
+		if (pos < p || nb > c->n / p + 2)
+			break;
+		pos = snap(c, pos - p, win, h, &found);
+	}
+	for (i = 0; i < nb / 2; i++) {
+		size_t x = b[i];
+
+		b[i] = b[nb - 1 - i];
+		b[nb - 1 - i] = x;
+	}
+	for (pos = anchor + p; pos + c->k <= c->n; pos += p) {
+		pos = snap(c, pos, win, h, &found);
+		if (!found)
+			break;
+		b[nb++] = pos;
+	}
+	for (i = 0; i < nb && !err; i++)
+		err = add_boundary(it, c->t, c->ev[b[i]]);
+	/* the last iteration must be nearly a full period long */
+	if (!err && it->nr > 1 && c->n - b[nb - 1] < p - win) {
+		it->end = c->ev[b[nb - 1]];
+		it->nr--;
+	}
+	free(b);
+	return err;
+}
+
+static int find_markers(const struct trace *t, struct plan_iters *it)
+{
+	size_t i;
+	int err = 0;
+
+	for (i = 0; i < t->nr && !err; i++)
+		if (trace_mark_is(t, &t->ev[i], "iteration"))
+			err = add_boundary(it, t, i);
+	return err;
+}
+
+static int find_period(const struct trace *t, struct plan_iters *it)
+{
+	struct period_ctx c = { .t = t };
+	size_t i, j, p = 0;
+	int err = -ENOMEM;
+
+	c.tok = malloc(t->nr * sizeof(*c.tok));
+	c.ev = malloc(t->nr * sizeof(*c.ev));
+	c.gram = malloc(t->nr * sizeof(*c.gram));
+	if (!c.tok || !c.ev || !c.gram)
+		goto out;
+	for (i = 0; i < t->nr; i++)
+		if (t->ev[i].op != TRACE_MARK) {
+			c.tok[c.n] = mix64(t->ev[i].size * 2 +
+					   (t->ev[i].op == TRACE_FREE));
+			c.ev[c.n++] = i;
+		}
+	err = 0;
+	c.k = c.n / 4 < PERIOD_K ? c.n / 4 : PERIOD_K;
+	if (c.k < 1 || c.n < 4)
+		goto out;
+	for (i = 0; i + c.k <= c.n; i++) {
+		uint64_t h = 0;
+
+		for (j = 0; j < c.k; j++)
+			h = mix64(h ^ c.tok[i + j]) + j;
+		c.gram[i] = h;
+	}
+	if (pick_period(&c, &p, &it->coverage)) {
+		it->period = p;
+		it->source = ITER_DETECTED;
+		err = boundaries(&c, it, p);
+	}
+out:
+	free(c.tok);
+	free(c.ev);
+	free(c.gram);
+	if (err == -ENOMEM)
+		return sa_error(-ENOMEM, "planner: out of memory");
+	return err;
+}
+
+int iters_find(const struct trace *t, struct plan_iters *it)
+{
+	int err;
+
+	memset(it, 0, sizeof(*it));
+	it->end = t->nr;
+	it->source = ITER_MARKERS;
+	err = find_markers(t, it);
+	if (!err && !it->nr) {
+		it->end = t->nr;
+		err = find_period(t, it);
+	}
+	if (!err && it->nr < 2) {
+		/* no repetition: the whole trace is one iteration */
+		it->nr = 0;
+		it->end = t->nr;
+		it->source = ITER_NONE;
+		err = add_boundary(it, t, 0);
+	}
+	if (err)
+		iters_free(it);
+	return err;
+}
+
+void iters_free(struct plan_iters *it)
+{
+	free(it->first);
+	free(it->seq);
+	memset(it, 0, sizeof(*it));
+}

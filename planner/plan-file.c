@@ -1,0 +1,453 @@
+// SPDX-License-Identifier: MIT
+/*
+ * planner/plan-file.c - write, read and validate plan files (format v1)
+ *
+ * A plan file is text, one record per line, ending with a CRC-32 (zlib) of
+ * every byte before the checksum line.  The reader checks the checksum
+ * first, then parses each line strictly (file:line in every message), then
+ * validates the plan as a whole (plan_validate): sizes and offsets inside
+ * the pool, lifetimes inside the iteration, unique positions, no two
+ * planned buffers overlapping in both time and address, free ranges inside
+ * the pool and disjoint, and the fingerprint.  Nothing is returned before
+ * all of that holds.  See Documentation/plan-format.rst.
+ *
+ * Writing goes to PATH.tmp, fsync'ed, then renamed over PATH, so a reader
+ * never sees half a plan.  No locking.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "../lib/util.h"
+#include "planner.h"
+
+#define PLAN_MAGIC "stalloc-plan"
+#define PLAN_VERSION 1
+
+/* ---------------------------------------------------------------- write */
+
+struct sbuf {
+	char *s;
+	size_t len, cap;
+	bool oom;
+};
+
+static void __printf(2, 3) sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	for (;;) {
+		size_t room = b->cap - b->len;
+
+		va_start(ap, fmt);
+		n = vsnprintf(b->s ? b->s + b->len : NULL, room, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->oom = true;
+			return;
+		}
+		if ((size_t)n < room) {
+			b->len += (size_t)n;
+			return;
+		}
+		{
+			size_t cap = b->cap ? b->cap * 2 : 1 << 16;
+			char *ns;
+
+			while (cap - b->len <= (size_t)n)
+				cap *= 2;
+			ns = realloc(b->s, cap);
+			if (!ns) {
+				b->oom = true;
+				return;
+			}
+			b->s = ns;
+			b->cap = cap;
+		}
+	}
+}
+
+static void emit(const struct stalloc_plan *p, struct sbuf *b)
+{
+	size_t i;
+	uint32_t r;
+
+	sb_printf(b, "%s %d\n", PLAN_MAGIC, PLAN_VERSION);
+	sb_printf(b, "# written by stalloc %s: %zu planned buffers, %zu "
+		     "dynamic positions\n",
+		  stalloc_version_string(), p->nr_ent, p->nr_dyn);
+	sb_printf(b, "fingerprint 0x%016" PRIx64 "\n", p->fingerprint);
+	sb_printf(b, "align %" PRIu64 "\npool %" PRIu64 "\nhorizon %" PRIu64
+		     "\n",
+		  p->align, p->pool, p->horizon);
+	sb_printf(b, "positions %u\nprologue %u\n", p->nr_positions,
+		  p->nr_prologue);
+	sb_printf(b, "entries %zu\n", p->nr_ent);
+	for (i = 0; i < p->nr_ent; i++) {
+		const struct plan_entry *e = &p->ent[i];
+
+		sb_printf(b,
+			  "e %c %u %" PRIu64 " %" PRIu64 " %" PRIu64
+			  " %" PRIu64 "\n",
+			  e->cls, e->pos, e->size, e->offset, e->start, e->end);
+	}
+	sb_printf(b, "dynamic %zu\n", p->nr_dyn);
+	for (i = 0; i < p->nr_dyn; i++) {
+		const struct plan_dyn *d = &p->dyn[i];
+
+		sb_printf(b,
+			  "d %u %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+			  " %d %u",
+			  d->pos, d->size_min, d->size_max, d->start, d->end,
+			  d->wraps, d->nr_ranges);
+		for (r = 0; r < d->nr_ranges; r++) {
+			const struct plan_range *rg =
+				&p->ranges[d->first_range + r];
+
+			sb_printf(b, " %" PRIu64 ":%" PRIu64, rg->offset,
+				  rg->len);
+		}
+		sb_printf(b, "\n");
+	}
+}
+
+static int write_all(int fd, const char *s, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, s, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		s += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int stalloc_plan_write(const struct stalloc_plan *p, const char *path)
+{
+	struct sbuf b = { 0 };
+	char tmp[4096];
+	uLong crc;
+	int fd, err;
+
+	err = plan_validate(p, "planner: internal plan");
+	if (err)
+		return err;
+	emit(p, &b);
+	crc = crc32(0L, (const Bytef *)b.s, (uInt)b.len);
+	sb_printf(&b, "checksum 0x%08lx\n", (unsigned long)crc);
+	if (b.oom) {
+		free(b.s);
+		return sa_error(-ENOMEM, "plan: %s: out of memory", path);
+	}
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp)) {
+		free(b.s);
+		return sa_error(-EINVAL, "plan: %s: path too long", path);
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		err = sa_error(-EIO, "plan: %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	if (write_all(fd, b.s, b.len) || fsync(fd)) {
+		err = sa_error(-EIO, "plan: %s: %s", tmp, strerror(errno));
+		close(fd);
+		unlink(tmp);
+		goto out;
+	}
+	close(fd);
+	if (rename(tmp, path)) {
+		err = sa_error(-EIO, "plan: %s: %s", path, strerror(errno));
+		unlink(tmp);
+	}
+out:
+	free(b.s);
+	return err;
+}
+
+/* ----------------------------------------------------------------- read */
+
+struct cursor {
+	const char *name;
+	char *s;      /* next line */
+	unsigned int no; /* number of the line last returned */
+	char *f[8 + 2 * 64];
+	int nr;
+};
+
+#define cur_err(c, fmt, ...)                                                   \
+	sa_error(-EINVAL, "plan: %s:%u: " fmt, (c)->name, (c)->no,            \
+		 ##__VA_ARGS__)
+
+/* Next line that is not a comment, split into fields; false at the end. */
+static bool next_line(struct cursor *c)
+{
+	while (*c->s) {
+		char *line = c->s, *nl = strchr(line, '\n'), *t, *save;
+
+		c->no++;
+		c->s = nl ? nl + 1 : line + strlen(line);
+		if (nl)
+			*nl = 0;
+		if (line[0] == '#')
+			continue;
+		c->nr = 0;
+		for (t = strtok_r(line, " \t\r", &save); t;
+		     t = strtok_r(NULL, " \t\r", &save)) {
+			if (c->nr == (int)ARRAY_SIZE(c->f))
+				break;
+			c->f[c->nr++] = t;
+		}
+		if (c->nr)
+			return true;
+	}
+	return false;
+}
+
+static bool num(const char *s, uint64_t *v)
+{
+	char *end;
+
+	if (!s || *s == '-' || *s == '+' || !*s)
+		return false;
+	errno = 0;
+	*v = strtoull(s, &end, 0);
+	return !errno && !*end;
+}
+
+/* Expect "KEY VALUE" and parse VALUE. */
+static int keyval(struct cursor *c, const char *key, uint64_t *v)
+{
+	if (!next_line(c))
+		return cur_err(c, "file ends before \"%s\"", key);
+	if (c->nr != 2 || strcmp(c->f[0], key))
+		return cur_err(c, "expected \"%s VALUE\"", key);
+	if (!num(c->f[1], v))
+		return cur_err(c, "%s \"%s\" is not a number", key, c->f[1]);
+	return 0;
+}
+
+static int read_entry(struct cursor *c, struct plan_entry *e)
+{
+	uint64_t pos;
+
+	if (!next_line(c))
+		return cur_err(c, "file ends inside the entries");
+	if (c->nr != 7 || strcmp(c->f[0], "e") || strlen(c->f[1]) != 1)
+		return cur_err(c, "expected \"e CLASS POS SIZE OFFSET START "
+				  "END\"");
+	e->cls = c->f[1][0];
+	if (!strchr("pxs", e->cls))
+		return cur_err(c, "unknown class '%c' (want p, x or s)",
+			       e->cls);
+	if (!num(c->f[2], &pos) || pos > UINT32_MAX || !num(c->f[3], &e->size) ||
+	    !num(c->f[4], &e->offset) || !num(c->f[5], &e->start) ||
+	    !num(c->f[6], &e->end))
+		return cur_err(c, "malformed number in an entry");
+	e->pos = (uint32_t)pos;
+	return 0;
+}
+
+static int read_dyn(struct cursor *c, struct stalloc_plan *p,
+		    struct plan_dyn *d)
+{
+	uint64_t pos, wraps, nr, i;
+	struct plan_range *nrng;
+
+	if (!next_line(c))
+		return cur_err(c, "file ends inside the dynamic positions");
+	if (c->nr < 8 || strcmp(c->f[0], "d"))
+		return cur_err(c, "expected \"d POS MIN MAX START END WRAPS N "
+				  "RANGES...\"");
+	if (!num(c->f[1], &pos) || pos > UINT32_MAX ||
+	    !num(c->f[2], &d->size_min) || !num(c->f[3], &d->size_max) ||
+	    !num(c->f[4], &d->start) || !num(c->f[5], &d->end) ||
+	    !num(c->f[6], &wraps) || wraps > 1 || !num(c->f[7], &nr))
+		return cur_err(c, "malformed number in a dynamic position");
+	if (nr != (uint64_t)(c->nr - 8))
+		return cur_err(c, "%llu ranges announced, %d given",
+			       (unsigned long long)nr, c->nr - 8);
+	d->pos = (uint32_t)pos;
+	d->wraps = wraps;
+	d->first_range = (uint32_t)p->nr_ranges;
+	d->nr_ranges = (uint32_t)nr;
+	nrng = realloc(p->ranges, (p->nr_ranges + nr + 1) * sizeof(*nrng));
+	if (!nrng)
+		return sa_error(-ENOMEM, "plan: out of memory");
+	p->ranges = nrng;
+	for (i = 0; i < nr; i++) {
+		struct plan_range *rg = &p->ranges[p->nr_ranges++];
+		char *colon = strchr(c->f[8 + i], ':');
+
+		if (!colon)
+			return cur_err(c, "range \"%s\" is not OFFSET:LEN",
+				       c->f[8 + i]);
+		*colon = 0;
+		if (!num(c->f[8 + i], &rg->offset) ||
+		    !num(colon + 1, &rg->len))
+			return cur_err(c, "malformed range");
+	}
+	return 0;
+}
+
+/* Verify and strip the final checksum line. */
+static int check_crc(const char *name, char *text, size_t len)
+{
+	char *last;
+	unsigned long want;
+	uLong got;
+
+	if (!len || text[len - 1] != '\n')
+		return sa_error(-EINVAL, "plan: %s: truncated (no final "
+					 "checksum line)",
+				name);
+	text[len - 1] = 0;
+	last = strrchr(text, '\n');
+	last = last ? last + 1 : text;
+	if (sscanf(last, "checksum 0x%lx", &want) != 1)
+		return sa_error(-EINVAL, "plan: %s: truncated (the last line "
+					 "is not a checksum)",
+				name);
+	got = crc32(0L, (const Bytef *)text, (uInt)(last - text));
+	if (got != want)
+		return sa_error(-EINVAL, "plan: %s: checksum mismatch (file "
+					 "says 0x%08lx, contents give 0x%08lx):"
+					 " corrupted",
+				name, want, (unsigned long)got);
+	*last = 0;
+	return 0;
+}
+
+static int parse_counts(struct cursor *c, struct stalloc_plan *p,
+			uint64_t *nent)
+{
+	uint64_t v;
+	int err;
+
+	err = keyval(c, "fingerprint", &p->fingerprint) ?:
+		      keyval(c, "align", &p->align) ?:
+		      keyval(c, "pool", &p->pool) ?:
+		      keyval(c, "horizon", &p->horizon) ?:
+		      keyval(c, "positions", &v);
+	if (err)
+		return err;
+	if (v > UINT32_MAX)
+		return cur_err(c, "too many positions");
+	p->nr_positions = (uint32_t)v;
+	err = keyval(c, "prologue", &v);
+	if (err)
+		return err;
+	if (v > UINT32_MAX)
+		return cur_err(c, "too many prologue positions");
+	p->nr_prologue = (uint32_t)v;
+	err = keyval(c, "entries", nent);
+	if (!err && *nent > (1ULL << 32))
+		return cur_err(c, "too many entries");
+	return err;
+}
+
+static int parse(struct cursor *c, struct stalloc_plan *p)
+{
+	uint64_t v, nent, ndyn, i;
+	int err;
+
+	if (!next_line(c) || c->nr != 2 || strcmp(c->f[0], PLAN_MAGIC))
+		return cur_err(c, "not a stalloc plan");
+	if (!num(c->f[1], &v) || v != PLAN_VERSION)
+		return cur_err(c, "plan format version %s is not supported "
+				  "(this is version %d)",
+			       c->f[1], PLAN_VERSION);
+	err = parse_counts(c, p, &nent);
+	if (err)
+		return err;
+	p->ent = calloc(nent + 1, sizeof(*p->ent));
+	if (!p->ent)
+		return sa_error(-ENOMEM, "plan: out of memory");
+	for (i = 0; i < nent && !err; i++)
+		err = read_entry(c, &p->ent[p->nr_ent++]);
+	if (!err)
+		err = keyval(c, "dynamic", &ndyn);
+	if (!err && ndyn > (1ULL << 32))
+		err = cur_err(c, "too many dynamic positions");
+	if (err)
+		return err;
+	p->dyn = calloc(ndyn + 1, sizeof(*p->dyn));
+	if (!p->dyn)
+		return sa_error(-ENOMEM, "plan: out of memory");
+	for (i = 0; i < ndyn && !err; i++)
+		err = read_dyn(c, p, &p->dyn[p->nr_dyn++]);
+	if (!err && next_line(c))
+		err = cur_err(c, "unexpected line after the dynamic positions");
+	return err;
+}
+
+static void summarise_read(struct stalloc_plan *p)
+{
+	size_t i;
+
+	memset(&p->sum, 0, sizeof(p->sum));
+	p->sum.iter_source = STALLOC_ITER_FILE;
+	for (i = 0; i < p->nr_ent; i++) {
+		if (p->ent[i].cls == PLAN_PERSISTENT) {
+			p->sum.persistent_requests++;
+			p->sum.persistent_bytes += p->ent[i].size;
+		} else {
+			p->sum.static_requests++;
+			p->sum.cross_requests += p->ent[i].cls == PLAN_CROSS;
+		}
+	}
+	p->sum.requests = p->nr_ent + p->nr_dyn;
+	p->sum.dynamic_requests = p->nr_dyn;
+	p->sum.peak = p->pool;
+	p->sum.fingerprint = p->fingerprint;
+}
+
+int stalloc_plan_read(const char *path, struct stalloc_plan **out)
+{
+	struct cursor c = { .name = path };
+	struct stalloc_plan *p;
+	size_t len;
+	char *text;
+	int err;
+
+	*out = NULL;
+	err = sa_read_file(path, &text, &len);
+	if (err)
+		return err;
+	if (memchr(text, 0, len)) {
+		err = sa_error(-EINVAL, "plan: %s: NUL byte: not a text plan",
+			       path);
+		goto out_text;
+	}
+	err = check_crc(path, text, len);
+	if (err)
+		goto out_text;
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		err = sa_error(-ENOMEM, "plan: out of memory");
+		goto out_text;
+	}
+	c.s = text;
+	err = parse(&c, p);
+	if (!err)
+		err = plan_validate(p, path);
+	if (err) {
+		stalloc_plan_free(p);
+		goto out_text;
+	}
+	summarise_read(p);
+	*out = p;
+out_text:
+	free(text);
+	return err;
+}

@@ -1,0 +1,353 @@
+// SPDX-License-Identifier: MIT
+/*
+ * planner/plan.c - from an input file to a plan; the plan's public API
+ *
+ * A trace goes through iteration finding, classification, static packing of
+ * the persistent, cross-iteration and static requests of one iteration, and
+ * the reusable space of the dynamic ones.  A CSV problem is packed as given.
+ * The plan's fingerprint hashes the static request signature so that the
+ * runtime can tell a plan made for another workload.
+ *
+ * No locking: a plan is built by one thread and read-only afterwards.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../lib/util.h"
+#include "csv.h"
+#include "planner.h"
+
+#define PLAN_TRACE_ALIGN 512
+#define PLAN_TIME_LIMIT_MS 1000
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* FNV-1a over little-endian 64-bit words. */
+static uint64_t fnv_word(uint64_t h, uint64_t w)
+{
+	int i;
+
+	for (i = 0; i < 8; i++) {
+		h ^= (w >> (8 * i)) & 0xff;
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+uint64_t plan_fingerprint(const struct stalloc_plan *p)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	size_t i;
+
+	h = fnv_word(h, p->align);
+	h = fnv_word(h, p->nr_positions);
+	h = fnv_word(h, p->nr_prologue);
+	for (i = 0; i < p->nr_ent; i++) {
+		h = fnv_word(h, (uint64_t)p->ent[i].cls << 32 | p->ent[i].pos);
+		h = fnv_word(h, p->ent[i].size);
+	}
+	return h;
+}
+
+static int plan_alloc(struct stalloc_plan **out)
+{
+	*out = calloc(1, sizeof(**out));
+	if (!*out)
+		return sa_error(-ENOMEM, "planner: out of memory");
+	return 0;
+}
+
+/* Pack the entries of @p; sets offsets, pool, lower bound. */
+static int plan_pack(struct stalloc_plan *p, uint64_t time_limit_ms,
+		     uint64_t capacity)
+{
+	struct pack_opts o = { .time_limit_ms = time_limit_ms,
+			       .capacity = capacity };
+	struct pack_result r;
+	struct pack_buf *b;
+	size_t i;
+	int err;
+
+	if (!p->nr_ent)
+		return 0;
+	b = calloc(p->nr_ent, sizeof(*b));
+	if (!b)
+		return sa_error(-ENOMEM, "planner: out of memory");
+	for (i = 0; i < p->nr_ent; i++) {
+		const struct plan_entry *e = &p->ent[i];
+
+		b[i].size = e->size;
+		b[i].start = e->cls == PLAN_PERSISTENT ? 0 : e->start;
+		b[i].end = e->cls == PLAN_PERSISTENT ? p->horizon : e->end;
+		b[i].wraps = e->cls == PLAN_CROSS;
+	}
+	err = pack_solve(b, p->nr_ent, p->horizon, &o, &r);
+	if (!err || err == -ENOSPC) {
+		for (i = 0; i < p->nr_ent; i++)
+			p->ent[i].offset = b[i].offset;
+		p->pool = r.peak;
+		p->sum.lower_bound = r.lower_bound;
+		p->sum.optimal = r.optimal;
+	}
+	free(b);
+	return err;
+}
+
+static void count_classes(struct stalloc_plan *p)
+{
+	size_t i;
+
+	for (i = 0; i < p->nr_ent; i++) {
+		switch (p->ent[i].cls) {
+		case PLAN_PERSISTENT:
+			p->sum.persistent_requests++;
+			p->sum.persistent_bytes += p->ent[i].size;
+			break;
+		case PLAN_CROSS:
+			p->sum.cross_requests++;
+			p->sum.static_requests++;
+			break;
+		default:
+			p->sum.static_requests++;
+			break;
+		}
+	}
+	p->sum.dynamic_requests = p->nr_dyn;
+	p->sum.peak = p->pool;
+	p->fingerprint = plan_fingerprint(p);
+	p->sum.fingerprint = p->fingerprint;
+}
+
+static int plan_trace(const char *path, uint64_t align,
+		      const struct stalloc_plan_options *o,
+		      struct stalloc_plan *p)
+{
+	struct plan_seen seen = { 0 };
+	struct plan_iters it;
+	struct trace t;
+	size_t k;
+	int err;
+
+	err = trace_load(path, &t);
+	if (err)
+		return err;
+	err = iters_find(&t, &it);
+	if (err)
+		goto out_trace;
+	err = plan_classify(&t, &it, align, p, &seen);
+	if (err)
+		goto out_iters;
+	err = plan_pack(p, o->time_limit_ms, o->capacity);
+	if (!err || err == -ENOSPC) {
+		int rerr = plan_reuse(&t, &seen, p);
+
+		err = rerr ? rerr : err;
+	}
+	p->sum.requests = t.nr_allocs;
+	p->sum.iterations = it.source == ITER_NONE ? 1 : it.nr;
+	p->sum.iter_source = it.source == ITER_MARKERS ?
+				     STALLOC_ITER_MARKERS :
+			     it.source == ITER_DETECTED ? STALLOC_ITER_DETECTED :
+							  STALLOC_ITER_NONE;
+	p->sum.period_events = it.period;
+	p->boundaries = malloc((it.nr + 1) * sizeof(*p->boundaries));
+	if (!p->boundaries && !err)
+		err = sa_error(-ENOMEM, "planner: out of memory");
+	for (k = 0; p->boundaries && k < it.nr; k++)
+		p->boundaries[k] = it.seq[k];
+	p->nr_boundaries = p->boundaries ? it.nr : 0;
+	plan_seen_free(&seen);
+out_iters:
+	iters_free(&it);
+out_trace:
+	trace_free(&t);
+	return err;
+}
+
+static int plan_csv(const char *path, uint64_t align,
+		    const struct stalloc_plan_options *o,
+		    struct stalloc_plan *p)
+{
+	struct csv_problem c;
+	size_t i;
+	int err;
+
+	err = csv_load(path, &c);
+	if (err)
+		return err;
+	p->ent = calloc(c.nr, sizeof(*p->ent));
+	p->names = calloc(c.nr, sizeof(*p->names));
+	if (!p->ent || !p->names) {
+		err = sa_error(-ENOMEM, "planner: out of memory");
+		goto out;
+	}
+	for (i = 0; i < c.nr; i++) {
+		struct plan_entry *e = &p->ent[i];
+
+		e->pos = (uint32_t)i;
+		e->cls = PLAN_STATIC;
+		e->start = c.bufs[i].start;
+		e->end = c.bufs[i].end;
+		if (!sa_round_up(c.bufs[i].size, align, &e->size)) {
+			err = sa_error(-EINVAL, "csv: %s: row %zu: size "
+						"overflows when aligned",
+				       path, i + 1);
+			goto out;
+		}
+		p->names[i] = c.ids[i];
+		c.ids[i] = NULL;
+	}
+	p->nr_ent = c.nr;
+	p->align = align;
+	p->horizon = c.horizon;
+	p->nr_positions = (uint32_t)c.nr;
+	p->sum.requests = c.nr;
+	p->sum.iter_source = STALLOC_ITER_CSV;
+	err = plan_pack(p, o->time_limit_ms,
+			o->capacity ? o->capacity : c.capacity);
+out:
+	csv_free(&c);
+	return err;
+}
+
+/* The input's kind from its first non-empty line. */
+static int sniff(const char *path, bool *is_trace)
+{
+	char line[256];
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return sa_error(errno == ENOENT ? -ENOENT : -EIO, "%s: %s",
+				path, strerror(errno));
+	*is_trace = false;
+	while (fgets(line, sizeof(line), f)) {
+		if (line[strspn(line, " \t\r\n")] == 0)
+			continue;
+		*is_trace = !strncmp(line, "stalloc-trace", 13);
+		if (!strncmp(line, "stalloc-plan", 12)) {
+			fclose(f);
+			return sa_error(-EINVAL, "%s:1: this is a plan, not a "
+						 "trace or a CSV problem",
+					path);
+		}
+		break;
+	}
+	fclose(f);
+	return 0;
+}
+
+int stalloc_plan_file(const char *path, const struct stalloc_plan_options *opts,
+		      struct stalloc_plan **out)
+{
+	struct stalloc_plan_options o = { 0 };
+	struct stalloc_plan *p;
+	double t0 = now_ms();
+	bool is_trace;
+	uint64_t align;
+	int err;
+
+	*out = NULL;
+	if (opts)
+		o = *opts;
+	if (!o.time_limit_ms)
+		o.time_limit_ms = PLAN_TIME_LIMIT_MS;
+	if (o.align && !sa_is_pow2(o.align))
+		return sa_error(-EINVAL, "planner: alignment %llu is not a "
+					 "power of two",
+				(unsigned long long)o.align);
+	err = sniff(path, &is_trace);
+	if (err)
+		return err;
+	align = o.align ? o.align : is_trace ? PLAN_TRACE_ALIGN : 1;
+	err = plan_alloc(&p);
+	if (err)
+		return err;
+	err = is_trace ? plan_trace(path, align, &o, p) :
+			 plan_csv(path, align, &o, p);
+	if (err && err != -ENOSPC) {
+		stalloc_plan_free(p);
+		return err;
+	}
+	count_classes(p);
+	p->sum.plan_ms = now_ms() - t0;
+	*out = p;
+	return err;
+}
+
+void stalloc_plan_summary(const struct stalloc_plan *p,
+			  struct stalloc_plan_summary *sum)
+{
+	*sum = p->sum;
+}
+
+size_t stalloc_plan_boundaries(const struct stalloc_plan *p,
+			       const uint64_t **seq)
+{
+	*seq = p->boundaries;
+	return p->nr_boundaries;
+}
+
+int stalloc_plan_for_each_buffer(
+	const struct stalloc_plan *p,
+	int (*fn)(const struct stalloc_plan_buffer *buf, void *arg), void *arg)
+{
+	size_t i;
+	int ret = 0;
+
+	for (i = 0; i < p->nr_ent && !ret; i++) {
+		const struct plan_entry *e = &p->ent[i];
+		struct stalloc_plan_buffer b = {
+			.id = p->names ? p->names[i] : NULL,
+			.size = e->size,
+			.offset = e->offset,
+			.lower = e->cls == PLAN_PERSISTENT ? 0 : e->start,
+			.upper = e->cls == PLAN_PERSISTENT ? p->horizon :
+							     e->end,
+		};
+
+		if (e->cls != PLAN_CROSS) {
+			ret = fn(&b, arg);
+			continue;
+		}
+		/* a wrap-around lifetime is two pieces at one address */
+		b.upper = p->horizon;
+		if (b.lower < b.upper)
+			ret = fn(&b, arg);
+		b.lower = 0;
+		b.upper = e->end;
+		if (!ret && b.upper > 0)
+			ret = fn(&b, arg);
+	}
+	return ret;
+}
+
+void plan_release(struct stalloc_plan *p)
+{
+	size_t i;
+
+	for (i = 0; p->names && i < p->nr_ent; i++)
+		free(p->names[i]);
+	free(p->names);
+	free(p->ent);
+	free(p->dyn);
+	free(p->ranges);
+	free(p->boundaries);
+	memset(p, 0, sizeof(*p));
+}
+
+void stalloc_plan_free(struct stalloc_plan *p)
+{
+	if (!p)
+		return;
+	plan_release(p);
+	free(p);
+}

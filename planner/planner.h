@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * planner/planner.h - the planner's internal interface
+ *
+ * A trace goes through: iteration finding (period.c), classification of
+ * every allocation of the planned iteration (classify.c), static packing
+ * (pack.c), the dynamic reusable space (reuse.c); the result is a struct
+ * stalloc_plan (plan.c), which plan-file.c writes and reads back.
+ */
+#ifndef STALLOC_PLANNER_PLANNER_H
+#define STALLOC_PLANNER_PLANNER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <stalloc/planner.h>
+
+#include "pack.h"
+#include "trace.h"
+
+/* ------------------------------------------------------------ iterations */
+
+enum iter_source {
+	ITER_MARKERS,  /* "iteration" markers */
+	ITER_DETECTED, /* period found in the request sequence */
+	ITER_NONE,     /* no repetition: one static problem */
+};
+
+/**
+ * struct plan_iters - where the iterations of a trace are
+ * @source: how they were found
+ * @nr: number of iterations
+ * @first: event index of each iteration's first event; iteration k is
+ *	[first[k], first[k + 1]) and the last one ends at @end
+ * @seq: each iteration's starting SEQ (its marker's, or its first event's)
+ * @end: one past the last event of the last iteration
+ * @period: detected period in alloc/free events (ITER_DETECTED)
+ * @coverage: fraction of events that repeat one period later
+ */
+struct plan_iters {
+	enum iter_source source;
+	size_t nr;
+	size_t *first;
+	uint64_t *seq;
+	size_t end;
+	size_t period;
+	double coverage;
+};
+
+int iters_find(const struct trace *t, struct plan_iters *it);
+void iters_free(struct plan_iters *it);
+
+/* ------------------------------------------------------------ the plan */
+
+/* Entry classes, as written in plan files. */
+enum plan_class {
+	PLAN_PERSISTENT = 'p', /* allocated before the steady iterations */
+	PLAN_CROSS = 'x',      /* freed in the next iteration: wraps */
+	PLAN_STATIC = 's',     /* same size, same position, every iteration */
+	PLAN_DYNAMIC = 'd',    /* varies: served online */
+};
+
+/**
+ * struct plan_entry - one planned buffer
+ * @pos: persistent: index among the allocations before the first steady
+ *	iteration; others: index among the allocations of an iteration
+ * @cls: enum plan_class (never PLAN_DYNAMIC)
+ * @size: bytes, rounded up to the plan's alignment
+ * @offset: offset in the static pool
+ * @start: lifetime start, SEQ units from the iteration's start
+ * @end: lifetime end; for PLAN_CROSS, end <= start and the buffer lives
+ *	[start, horizon) and [0, end)
+ */
+struct plan_entry {
+	uint32_t pos;
+	char cls;
+	uint64_t size;
+	uint64_t offset;
+	uint64_t start;
+	uint64_t end;
+};
+
+struct plan_range {
+	uint64_t offset;
+	uint64_t len;
+};
+
+/**
+ * struct plan_dyn - a dynamic request position and where it may go
+ * @pos: index among the allocations of an iteration
+ * @size_min: smallest size seen at @pos
+ * @size_max: largest size seen at @pos
+ * @start: lifetime window (envelope over the iterations seen)
+ * @end: window end; @wraps as for PLAN_CROSS
+ * @wraps: the window crosses the iteration boundary
+ * @first_range: index into the plan's ranges
+ * @nr_ranges: free ranges of the static pool throughout the window
+ */
+struct plan_dyn {
+	uint32_t pos;
+	uint64_t size_min;
+	uint64_t size_max;
+	uint64_t start;
+	uint64_t end;
+	bool wraps;
+	uint32_t first_range;
+	uint32_t nr_ranges;
+};
+
+/* How an entry was named in the input, for --emit-csv. */
+struct plan_name {
+	char *id;
+};
+
+struct stalloc_plan {
+	/* what a plan file holds */
+	uint64_t fingerprint;
+	uint64_t align;
+	uint64_t pool;
+	uint64_t horizon;
+	uint32_t nr_positions;
+	uint32_t nr_prologue;
+	struct plan_entry *ent;
+	size_t nr_ent;
+	struct plan_dyn *dyn;
+	size_t nr_dyn;
+	struct plan_range *ranges;
+	size_t nr_ranges;
+	/* what planning found (not in the file) */
+	struct stalloc_plan_summary sum;
+	char **names; /* per entry, NULL if not known */
+	uint64_t *boundaries;
+	size_t nr_boundaries;
+};
+
+#define PLAN_NOPOS UINT32_MAX
+
+/**
+ * struct plan_seen - the dynamic requests of each steady iteration
+ * @nr_iters: steady iterations
+ * @iter: their indices in struct plan_iters
+ * @ev: per steady iteration, the alloc events that are dynamic
+ * @dyn: for each of those, its index in the plan's dyn[], or PLAN_NOPOS
+ *	for a request the reference iteration does not have
+ * @nr: per steady iteration, the number of those
+ */
+struct plan_seen {
+	size_t nr_iters;
+	size_t *iter;
+	uint32_t **ev;
+	uint32_t **dyn;
+	size_t *nr;
+};
+
+uint64_t plan_fingerprint(const struct stalloc_plan *p);
+void plan_release(struct stalloc_plan *p);
+void plan_seen_free(struct plan_seen *seen);
+
+/*
+ * Classify the trace and fill @p's entries (offsets not yet set) and
+ * dynamic positions; @seen gets the dynamic requests of each iteration.
+ */
+int plan_classify(const struct trace *t, const struct plan_iters *it,
+		  uint64_t align, struct stalloc_plan *p,
+		  struct plan_seen *seen);
+/*
+ * With the entries placed: the free ranges of each dynamic position, and
+ * how many of the dynamic bytes fit there (p->sum).
+ */
+int plan_reuse(const struct trace *t, const struct plan_seen *seen,
+	       struct stalloc_plan *p);
+/* Check a plan's internal consistency; errors name @what. */
+int plan_validate(const struct stalloc_plan *p, const char *what);
+
+#endif /* STALLOC_PLANNER_PLANNER_H */

@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tools/stalloc-plan.c - plan a static allocation from a trace or CSV
+ *
+ *   stalloc-plan [-o PLAN] [--json] [--emit-csv FILE] [--time-limit SEC]
+ *                [--align BYTES] INPUT
+ *
+ * Exit status: 0 planned, 1 invalid input (the message names the file and
+ * line) or a failure to write, 2 bad usage.  Uses the public API only.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <stalloc/planner.h>
+
+static const char usage[] =
+	"usage: stalloc-plan [-o PLAN] [--json] [--emit-csv FILE]\n"
+	"                    [--time-limit SEC] [--align BYTES] INPUT\n"
+	"\n"
+	"Plan where every buffer of INPUT lives.  INPUT is an allocation\n"
+	"trace (first line \"stalloc-trace 1\") or a MiniMalloc CSV problem\n"
+	"(header id,lower,upper,size).\n"
+	"\n"
+	"  -o, --output PLAN     write the plan file\n"
+	"  -j, --json            print one JSON object instead of a summary\n"
+	"  -c, --emit-csv FILE   write every planned buffer as\n"
+	"                        id,lower,upper,size,offset\n"
+	"  -t, --time-limit SEC  packing search budget (default 1)\n"
+	"  -a, --align BYTES     round sizes up to BYTES (default 512 for\n"
+	"                        traces, 1 for CSV problems)\n"
+	"  -h, --help            this text\n"
+	"\n"
+	"Exit status: 0 planned, 1 invalid input or output error, 2 usage.\n";
+
+struct args {
+	const char *input, *output, *csv;
+	bool json;
+	struct stalloc_plan_options opts;
+};
+
+static int bad_usage(const char *why, const char *what)
+{
+	fprintf(stderr, "stalloc-plan: %s%s%s\n%s", why, what ? ": " : "",
+		what ? what : "", usage);
+	return 2;
+}
+
+static bool parse_u64(const char *s, uint64_t *v)
+{
+	char *end;
+
+	if (!*s || *s == '-')
+		return false;
+	errno = 0;
+	*v = strtoull(s, &end, 0);
+	return !errno && !*end;
+}
+
+static int parse_args(int argc, char **argv, struct args *a)
+{
+	static const struct option lo[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "emit-csv", required_argument, NULL, 'c' },
+		{ "time-limit", required_argument, NULL, 't' },
+		{ "align", required_argument, NULL, 'a' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	double sec;
+	char *end;
+	int ch;
+
+	while ((ch = getopt_long(argc, argv, "o:jc:t:a:h", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'o':
+			a->output = optarg;
+			break;
+		case 'j':
+			a->json = true;
+			break;
+		case 'c':
+			a->csv = optarg;
+			break;
+		case 't':
+			sec = strtod(optarg, &end);
+			if (*end || !(sec > 0) || sec > 86400)
+				return bad_usage("bad --time-limit", optarg);
+			a->opts.time_limit_ms = (uint64_t)(sec * 1000 + 0.5);
+			if (!a->opts.time_limit_ms)
+				a->opts.time_limit_ms = 1;
+			break;
+		case 'a':
+			if (!parse_u64(optarg, &a->opts.align) ||
+			    !a->opts.align ||
+			    (a->opts.align & (a->opts.align - 1)))
+				return bad_usage("--align wants a power of two",
+						 optarg);
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			exit(0);
+		default:
+			return bad_usage("unknown option", NULL);
+		}
+	}
+	if (optind != argc - 1)
+		return bad_usage(optind < argc ? "one INPUT only" :
+						 "no INPUT given",
+				 NULL);
+	a->input = argv[optind];
+	return 0;
+}
+
+static int csv_row(const struct stalloc_plan_buffer *b, void *arg)
+{
+	FILE *f = arg;
+
+	fprintf(f, "%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "\n",
+		b->id ? b->id : "-", b->lower, b->upper, b->size, b->offset);
+	return ferror(f) ? -EIO : 0;
+}
+
+static int emit_csv(const struct stalloc_plan *p, const char *path)
+{
+	FILE *f = fopen(path, "w");
+	int err;
+
+	if (!f) {
+		fprintf(stderr, "stalloc-plan: %s: %s\n", path, strerror(errno));
+		return -EIO;
+	}
+	fprintf(f, "id,lower,upper,size,offset\n");
+	err = stalloc_plan_for_each_buffer(p, csv_row, f);
+	if (fclose(f) || err) {
+		fprintf(stderr, "stalloc-plan: %s: write failed\n", path);
+		return -EIO;
+	}
+	return 0;
+}
+
+static const char *source_name(int src)
+{
+	static const char *const names[] = { "markers", "detected", "none",
+					     "csv", "file" };
+
+	return src >= 0 && src < 5 ? names[src] : "?";
+}
+
+static double gap(const struct stalloc_plan_summary *s)
+{
+	return s->lower_bound ? (double)s->peak / (double)s->lower_bound - 1 :
+				0;
+}
+
+static void print_json(const struct stalloc_plan *p, const char *input)
+{
+	struct stalloc_plan_summary s;
+	const uint64_t *b;
+	size_t i, nb = stalloc_plan_boundaries(p, &b);
+
+	stalloc_plan_summary(p, &s);
+	printf("{\"input\": \"");
+	for (i = 0; input[i]; i++)
+		printf(input[i] == '"' || input[i] == '\\' ? "\\%c" : "%c",
+		       input[i]);
+	printf("\", \"requests\": %" PRIu64 ", \"lower_bound\": %" PRIu64
+	       ", \"peak\": %" PRIu64 ", \"gap\": %.6f, \"optimal\": %s"
+	       ", \"plan_ms\": %.3f",
+	       s.requests, s.lower_bound, s.peak, gap(&s),
+	       s.optimal ? "true" : "false", s.plan_ms);
+	printf(", \"iterations\": %" PRIu64 ", \"steady_iterations\": %" PRIu64
+	       ", \"iteration_source\": \"%s\", \"period_events\": %" PRIu64
+	       ", \"boundaries\": [",
+	       s.iterations, s.steady_iterations, source_name(s.iter_source),
+	       s.period_events);
+	for (i = 0; i < nb; i++)
+		printf("%s%" PRIu64, i ? ", " : "", b[i]);
+	printf("], \"static_requests\": %" PRIu64 ", \"cross_requests\": %" PRIu64
+	       ", \"persistent_requests\": %" PRIu64
+	       ", \"dynamic_requests\": %" PRIu64 ", \"persistent_bytes\": %" PRIu64
+	       ", \"dynamic_bytes\": %" PRIu64 ", \"reusable_bytes\": %" PRIu64
+	       ", \"fingerprint\": \"0x%016" PRIx64 "\"}\n",
+	       s.static_requests, s.cross_requests, s.persistent_requests,
+	       s.dynamic_requests, s.persistent_bytes, s.dynamic_bytes,
+	       s.reusable_bytes, s.fingerprint);
+}
+
+static double mib(uint64_t b)
+{
+	return (double)b / (1 << 20);
+}
+
+static void print_human(const struct stalloc_plan *p, const char *input)
+{
+	struct stalloc_plan_summary s;
+	const uint64_t *b;
+	size_t i, nb = stalloc_plan_boundaries(p, &b);
+
+	stalloc_plan_summary(p, &s);
+	printf("%s: %" PRIu64 " requests", input, s.requests);
+	if (s.iter_source == STALLOC_ITER_NONE)
+		printf("; no repetition found: planned as one static "
+		       "problem\n");
+	else if (s.iter_source == STALLOC_ITER_CSV)
+		printf(" (static problem)\n");
+	else
+		printf(", %" PRIu64 " iterations (%s%s), %" PRIu64
+		       " steady\n",
+		       s.iterations,
+		       s.iter_source == STALLOC_ITER_MARKERS ? "from markers" :
+							       "detected",
+		       s.period_events ? ", period in events below" : "",
+		       s.steady_iterations);
+	if (s.period_events)
+		printf("  period: %" PRIu64 " alloc/free events\n",
+		       s.period_events);
+	if (nb && s.iter_source != STALLOC_ITER_NONE) {
+		printf("  iterations start at SEQ");
+		for (i = 0; i < nb && i < 16; i++)
+			printf(" %" PRIu64, b[i]);
+		printf("%s\n", nb > 16 ? " ..." : "");
+	}
+	printf("  planned: %" PRIu64 " per iteration (%" PRIu64
+	       " across iterations), %" PRIu64 " persistent (%.1f MiB); %" PRIu64
+	       " dynamic positions\n",
+	       s.static_requests, s.cross_requests, s.persistent_requests,
+	       mib(s.persistent_bytes), s.dynamic_requests);
+	printf("  pool %.3f MiB, lower bound %.3f MiB, gap %.4f%%%s, "
+	       "planned in %.1f ms\n",
+	       mib(s.peak), mib(s.lower_bound), 100 * gap(&s),
+	       s.optimal ? " (optimal)" : "", s.plan_ms);
+	if (s.dynamic_requests)
+		printf("  dynamic: at most %.3f MiB live at once, %.3f MiB of "
+		       "it fits in the plan's free space\n",
+		       mib(s.dynamic_bytes), mib(s.reusable_bytes));
+}
+
+int main(int argc, char **argv)
+{
+	struct args a = { 0 };
+	struct stalloc_plan *p;
+	int err;
+
+	err = parse_args(argc, argv, &a);
+	if (err)
+		return err;
+	err = stalloc_plan_file(a.input, &a.opts, &p);
+	if (err && !p) {
+		fprintf(stderr, "stalloc-plan: %s\n", stalloc_last_error());
+		return 1;
+	}
+	if (err == -ENOSPC)
+		fprintf(stderr, "stalloc-plan: warning: %s\n",
+			stalloc_last_error());
+	if (a.json)
+		print_json(p, a.input);
+	else
+		print_human(p, a.input);
+	if (a.output && stalloc_plan_write(p, a.output)) {
+		fprintf(stderr, "stalloc-plan: %s\n", stalloc_last_error());
+		err = -EIO;
+	}
+	if (a.csv && emit_csv(p, a.csv))
+		err = -EIO;
+	stalloc_plan_free(p);
+	return err && err != -ENOSPC ? 1 : 0;
+}
