@@ -58,7 +58,7 @@ WARNINGS := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes \
 	-Wno-unused-parameter -Wno-missing-field-initializers
 
 BASE_CFLAGS := -std=gnu11 -g -O2 -fPIC -fvisibility=hidden \
-	-fno-strict-aliasing -D_GNU_SOURCE -Iinclude $(WARNINGS)
+	-fno-strict-aliasing -D_GNU_SOURCE -Iinclude -I. $(WARNINGS)
 ifeq ($(SANITIZE),1)
 BASE_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer \
 	-fno-sanitize-recover=undefined
@@ -67,15 +67,17 @@ endif
 
 URCU_CFLAGS := $(shell $(PKG_CONFIG) --cflags liburcu-bp 2>/dev/null)
 URCU_LIBS := $(shell $(PKG_CONFIG) --libs liburcu-bp 2>/dev/null)
+ZLIB_LIBS := $(shell $(PKG_CONFIG) --libs zlib 2>/dev/null || echo -lz)
 CMOCKA_CFLAGS := $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
 CMOCKA_LIBS := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
 CUDA_CFLAGS := -isystem $(CUDA_HOME)/include
 
 ALL_CFLAGS = $(BASE_CFLAGS) $(URCU_CFLAGS) $(CFLAGS)
-LIB_LDLIBS := $(URCU_LIBS) -ldl -lpthread
+LIB_LDLIBS := $(URCU_LIBS) $(ZLIB_LIBS) -ldl -lpthread -lm
 
 # ---------------------------------------------------------------- library
-LIB_SRCS := lib/util.c vmm/space.c vmm/map.c vmm/backend-host.c
+LIB_SRCS := lib/util.c vmm/space.c vmm/map.c vmm/backend-host.c \
+	$(sort $(wildcard planner/*.c))
 ifeq ($(HAVE_CUDA_H),y)
 LIB_SRCS += vmm/backend-cuda.c
 else
@@ -98,7 +100,9 @@ endif
 BENCH_BINS := $(O)/bench/bench-vmm
 DEMO_BIN := $(O)/stalloc-vmm-demo
 
-PROGRAMS :=
+# Command-line tools: public headers only, linked to the shared library.
+TOOL_NAMES := stalloc-plan
+PROGRAMS := $(TOOL_NAMES:%=$(O)/%)
 
 .PHONY: all check bench demo install uninstall deps clean distclean \
 	format format-check lint help tests installcheck
@@ -133,6 +137,12 @@ $(FAKE_SO): $(FAKE_SRCS) $(wildcard tests/fakecuda/*.h)
 	$(Q)$(CC) $(filter-out -D_GNU_SOURCE,$(BASE_CFLAGS)) $(CUDA_CFLAGS) \
 		$(CFLAGS) -shared \
 		$(SAN_LDFLAGS) -o $@ $(FAKE_SRCS) -lpthread
+
+$(O)/stalloc-%: tools/stalloc-%.c $(O)/libstalloc.so
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(filter-out -fvisibility=hidden,$(BASE_CFLAGS)) $(CFLAGS) \
+		$(SAN_LDFLAGS) -o $@ $< -L$(O) -lstalloc \
+		-Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib' $(LDFLAGS)
 
 # Test programs link the internal archive: they test internal interfaces.
 TEST_CFLAGS = $(ALL_CFLAGS) $(CMOCKA_CFLAGS) -I. -Wno-cast-align

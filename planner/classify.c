@@ -14,6 +14,9 @@
  *               iteration every time;
  *   cross       same size, freed in the next iteration every time (e.g.
  *               gradients freed by zero_grad): a wrap-around lifetime;
+ *   alternate   the same, but freed only after the next iteration has
+ *               allocated its own instance: two slots, used in even and
+ *               odd iterations;
  *   dynamic     anything else: missing somewhere, size varies, freed at
  *               varying places or never;
  *
@@ -47,6 +50,7 @@ struct cls_ctx {
 	uint32_t **allocs; /* per iteration: alloc event indices */
 	size_t *nr_allocs;
 	uint32_t **map; /* per steady iteration: ref position -> its pos */
+	uint32_t *last_match; /* per steady iteration: last mapped ref pos */
 	uint32_t *posdyn; /* ref position -> index in dyn[], or NOPOS */
 };
 
@@ -155,13 +159,19 @@ static int align_all(struct cls_ctx *c)
 	size_t s, rn = c->nr_allocs[c->ref];
 
 	c->map = calloc(c->nr_steady, sizeof(*c->map));
-	if (!c->map)
+	c->last_match = calloc(c->nr_steady, sizeof(*c->last_match));
+	if (!c->map || !c->last_match)
 		return -ENOMEM;
 	for (s = 0; s < c->nr_steady; s++) {
+		uint32_t pos;
+
 		c->map[s] = malloc((rn + 1) * sizeof(**c->map));
 		if (!c->map[s])
 			return -ENOMEM;
 		align_iter(c, c->first_steady + s, c->map[s]);
+		for (pos = 0; pos < rn; pos++)
+			if (c->map[s][pos] != NOPOS)
+				c->last_match[s] = pos;
 	}
 	return 0;
 }
@@ -224,7 +234,13 @@ static void view_pos(const struct cls_ctx *c, uint32_t pos,
 		uint64_t sz, st;
 
 		if (j == NOPOS) {
-			v->present = false;
+			/*
+			 * The trace may stop before the end of its last
+			 * iteration: what is missing after the last match
+			 * there was never seen, not absent.
+			 */
+			if (k + 1 < c->it->nr || pos < c->last_match[s])
+				v->present = false;
 			continue;
 		}
 		a = &t->ev[c->allocs[k][j]];
@@ -246,11 +262,19 @@ static void view_pos(const struct cls_ctx *c, uint32_t pos,
 
 			v->next++;
 			v->end_next = e > v->end_next ? e : v->end_next;
-		} else if (k + 1 < c->it->nr) {
+		} else if (k + 2 < c->it->nr ||
+			   (a->peer != TRACE_NONE && a->peer < c->it->end)) {
 			v->later++;
+		} else {
+			/*
+			 * Not freed before the trace's iterations end, and
+			 * the next iteration is the last one seen: freed
+			 * after it or in the trace's tear-down, we cannot
+			 * tell which.
+			 */
+			continue;
 		}
-		/* an iteration with no successor cannot tell "next" */
-		v->judged += k + 1 < c->it->nr || w == FREE_WITHIN;
+		v->judged++;
 	}
 }
 
@@ -283,6 +307,21 @@ static int classify_pos(struct cls_ctx *c, uint32_t pos,
 		e.cls = PLAN_CROSS;
 		e.end = v.end_next;
 		return push_entry(p, &e, ref->id);
+	}
+	if (v.present && v.same_size && v.next && !v.within && !v.later) {
+		/*
+		 * Freed in the next iteration after that iteration's own
+		 * instance was allocated: two instances coexist, so it gets
+		 * two slots, used in alternate iterations, each reserved
+		 * for the whole iteration.
+		 */
+		int err;
+
+		e.cls = PLAN_ALTERNATE;
+		e.start = 0;
+		e.end = c->horizon;
+		err = push_entry(p, &e, ref->id);
+		return err ? err : push_entry(p, &e, ref->id);
 	}
 	d.size_min = v.size_min;
 	d.size_max = v.size_max;
@@ -410,6 +449,7 @@ static void ctx_free(struct cls_ctx *c)
 	free(c->allocs);
 	free(c->nr_allocs);
 	free(c->map);
+	free(c->last_match);
 	free(c->posdyn);
 }
 

@@ -31,6 +31,8 @@
 #include "planner/pack-internal.h"
 
 #define PACK_ABORT (-EAGAIN)
+/* Building the neighbour lists costs the sum of squared section sizes. */
+#define PACK_SEARCH_MAX_WORK (64ull << 20)
 
 struct pack_undo {
 	uint32_t idx;
@@ -78,6 +80,7 @@ struct pack_search {
 	struct pack_undo_log floor_log;
 	uint64_t nodes;
 	uint64_t node_limit;
+	uint64_t work;
 };
 
 static int pack_u32s_push(struct pack_u32s *a, uint32_t x)
@@ -181,8 +184,14 @@ static int pack_search_sections(struct pack_search *s)
 				s->total[sec] += s->size[i];
 				nr++;
 			}
-	for (sec = 0; sec < s->S; sec++)
+	for (sec = 0; sec < s->S; sec++) {
+		uint64_t c = s->sec_start[sec + 1];
+
+		s->work += c * c;
 		s->sec_start[sec + 1] += s->sec_start[sec];
+	}
+	if (s->work > PACK_SEARCH_MAX_WORK)
+		return -ETIME;
 	s->sec_items = malloc((nr + 1) * sizeof(*s->sec_items));
 	fill = calloc(s->S + 1, sizeof(*fill));
 	if (!s->sec_items || !fill) {
@@ -525,7 +534,7 @@ static int pack_node(struct pack_search *s, uint64_t last_off,
 	size_t base = s->cand.n, i;
 	int ret = 0;
 
-	if ((++s->nodes & 255) == 0 && pack_out_of_time(s->ctx))
+	if ((++s->nodes & 15) == 0 && pack_out_of_time(s->ctx))
 		return -ETIME;
 	if (s->nodes > s->node_limit)
 		return PACK_ABORT;

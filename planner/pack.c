@@ -28,7 +28,7 @@
 
 /* Beyond these, a group is not searched / not given the greedy. */
 #define PACK_SEARCH_MAX_EDGES (8u << 20)
-#define PACK_SEARCH_MAX_ITEMS 20000
+#define PACK_SEARCH_MAX_ITEMS 8000
 #define PACK_GREEDY_MAX_EDGES (96u << 20)
 
 double pack_elapsed_ms(const struct pack_ctx *ctx)

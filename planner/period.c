@@ -261,6 +261,30 @@ static int boundaries(struct period_ctx *c, struct plan_iters *it, size_t p)
 	return err;
 }
 
+/*
+ * The last iteration runs to the next marker that never comes: bound it to
+ * the longest earlier steady iteration, so that the trace's tear-down (the
+ * frees of weights and gradients at exit) is not taken for part of it, and
+ * drop it if it is cut short (the trace stopped inside it).
+ */
+static void bound_last(const struct trace *t, struct plan_iters *it)
+{
+	size_t k, i, last = it->nr - 1;
+	uint64_t lmax = 0, limit;
+
+	for (k = it->nr > 2; k < last; k++)
+		if (it->seq[k + 1] - it->seq[k] > lmax)
+			lmax = it->seq[k + 1] - it->seq[k];
+	limit = it->seq[last] + lmax;
+	for (i = it->first[last]; i < t->nr && t->ev[i].seq < limit; i++)
+		;
+	it->end = i;
+	if (t->ev[i - 1].seq + 1 - it->seq[last] < lmax - lmax / 8) {
+		it->end = it->first[last];
+		it->nr--;
+	}
+}
+
 static int find_markers(const struct trace *t, struct plan_iters *it)
 {
 	size_t i;
@@ -269,6 +293,8 @@ static int find_markers(const struct trace *t, struct plan_iters *it)
 	for (i = 0; i < t->nr && !err; i++)
 		if (trace_mark_is(t, &t->ev[i], "iteration"))
 			err = add_boundary(it, t, i);
+	if (!err && it->nr >= 2)
+		bound_last(t, it);
 	return err;
 }
 

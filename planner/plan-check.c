@@ -69,6 +69,21 @@ static int check_entry(const struct stalloc_plan *p, size_t i,
 				       i, (unsigned long long)e->start,
 				       (unsigned long long)e->end);
 		return 0;
+	case PLAN_ALTERNATE:
+		/* pairs: [even slot, odd slot], same position and size */
+		if (e->pos >= p->nr_positions || e->start ||
+		    e->end != p->horizon ||
+		    (plan_alt_first(p->ent, i) &&
+		     (i + 1 >= p->nr_ent || plan_alt_first(p->ent, i + 1) ||
+		      p->ent[i + 1].cls != PLAN_ALTERNATE ||
+		      p->ent[i + 1].size != e->size)) ||
+		    (!plan_alt_first(p->ent, i) &&
+		     !plan_alt_first(p->ent, i - 1)))
+			return chk_err(what, "alternating entry %zu: not "
+					     "one of a pair spanning the "
+					     "iteration",
+				       i);
+		return 0;
 	case PLAN_CROSS:
 		if (e->pos >= p->nr_positions || e->end > e->start ||
 		    e->start >= p->horizon)
@@ -98,6 +113,10 @@ static int check_positions(const struct stalloc_plan *p, const char *what)
 		uint8_t *s = p->ent[i].cls == PLAN_PERSISTENT ? seen_pro :
 								seen_it;
 
+		/* the second slot of an alternating pair is no repeat */
+		if (p->ent[i].cls == PLAN_ALTERNATE &&
+		    !plan_alt_first(p->ent, i))
+			continue;
 		if (s[p->ent[i].pos]++)
 			err = chk_err(what, "entry %zu: position %u planned "
 					    "twice",
@@ -164,7 +183,7 @@ static size_t add_pieces(const struct stalloc_plan *p, uint32_t i,
 	const struct plan_entry *e = &p->ent[i];
 	size_t n = 0;
 
-	if (e->cls == PLAN_PERSISTENT || e->cls == PLAN_STATIC) {
+	if (e->cls != PLAN_CROSS) {
 		pc[n++] = (struct piece){ e->start, i, true };
 		pc[n++] = (struct piece){ e->end, i, false };
 		return n;

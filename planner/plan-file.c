@@ -247,8 +247,8 @@ static int read_entry(struct cursor *c, struct plan_entry *e)
 		return cur_err(c, "expected \"e CLASS POS SIZE OFFSET START "
 				  "END\"");
 	e->cls = c->f[1][0];
-	if (!strchr("pxs", e->cls))
-		return cur_err(c, "unknown class '%c' (want p, x or s)",
+	if (!strchr("pxsa", e->cls))
+		return cur_err(c, "unknown class '%c' (want p, s, x or a)",
 			       e->cls);
 	if (!num(c->f[2], &pos) || pos > UINT32_MAX || !num(c->f[3], &e->size) ||
 	    !num(c->f[4], &e->offset) || !num(c->f[5], &e->start) ||

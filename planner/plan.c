@@ -58,6 +58,14 @@ uint64_t plan_fingerprint(const struct stalloc_plan *p)
 	return h;
 }
 
+void plan_entry_buf(const struct plan_entry *e, struct pack_buf *b)
+{
+	b->size = e->size;
+	b->start = e->start;
+	b->end = e->end;
+	b->wraps = e->cls == PLAN_CROSS;
+}
+
 static int plan_alloc(struct stalloc_plan **out)
 {
 	*out = calloc(1, sizeof(**out));
@@ -82,14 +90,8 @@ static int plan_pack(struct stalloc_plan *p, uint64_t time_limit_ms,
 	b = calloc(p->nr_ent, sizeof(*b));
 	if (!b)
 		return sa_error(-ENOMEM, "planner: out of memory");
-	for (i = 0; i < p->nr_ent; i++) {
-		const struct plan_entry *e = &p->ent[i];
-
-		b[i].size = e->size;
-		b[i].start = e->cls == PLAN_PERSISTENT ? 0 : e->start;
-		b[i].end = e->cls == PLAN_PERSISTENT ? p->horizon : e->end;
-		b[i].wraps = e->cls == PLAN_CROSS;
-	}
+	for (i = 0; i < p->nr_ent; i++)
+		plan_entry_buf(&p->ent[i], &b[i]);
 	err = pack_solve(b, p->nr_ent, p->horizon, &o, &r);
 	if (!err || err == -ENOSPC) {
 		for (i = 0; i < p->nr_ent; i++)
@@ -115,6 +117,10 @@ static void count_classes(struct stalloc_plan *p)
 		case PLAN_CROSS:
 			p->sum.cross_requests++;
 			p->sum.static_requests++;
+			break;
+		case PLAN_ALTERNATE: /* one request, two slots */
+			p->sum.cross_requests += plan_alt_first(p->ent, i);
+			p->sum.static_requests += plan_alt_first(p->ent, i);
 			break;
 		default:
 			p->sum.static_requests++;
@@ -309,9 +315,8 @@ int stalloc_plan_for_each_buffer(
 			.id = p->names ? p->names[i] : NULL,
 			.size = e->size,
 			.offset = e->offset,
-			.lower = e->cls == PLAN_PERSISTENT ? 0 : e->start,
-			.upper = e->cls == PLAN_PERSISTENT ? p->horizon :
-							     e->end,
+			.lower = e->start,
+			.upper = e->end,
 		};
 
 		if (e->cls != PLAN_CROSS) {

@@ -58,6 +58,8 @@ enum plan_class {
 	PLAN_PERSISTENT = 'p', /* allocated before the steady iterations */
 	PLAN_CROSS = 'x',      /* freed in the next iteration: wraps */
 	PLAN_STATIC = 's',     /* same size, same position, every iteration */
+	PLAN_ALTERNATE = 'a',  /* lives past its next instance: two slots,
+				* used in even and odd iterations */
 	PLAN_DYNAMIC = 'd',    /* varies: served online */
 };
 
@@ -65,7 +67,8 @@ enum plan_class {
  * struct plan_entry - one planned buffer
  * @pos: persistent: index among the allocations before the first steady
  *	iteration; others: index among the allocations of an iteration
- * @cls: enum plan_class (never PLAN_DYNAMIC)
+ * @cls: enum plan_class (never PLAN_DYNAMIC); PLAN_ALTERNATE entries come
+ *	in pairs, the even iterations' slot first
  * @size: bytes, rounded up to the plan's alignment
  * @offset: offset in the static pool
  * @start: lifetime start, SEQ units from the iteration's start
@@ -154,6 +157,16 @@ struct plan_seen {
 };
 
 uint64_t plan_fingerprint(const struct stalloc_plan *p);
+/* Entry @i is the even-iteration slot of an alternating pair. */
+static inline bool plan_alt_first(const struct plan_entry *ent, size_t i)
+{
+	return ent[i].cls == PLAN_ALTERNATE &&
+	       !(i && ent[i - 1].cls == PLAN_ALTERNATE &&
+		 ent[i - 1].pos == ent[i].pos);
+}
+
+/* The packing view of an entry's lifetime. */
+void plan_entry_buf(const struct plan_entry *e, struct pack_buf *b);
 void plan_release(struct stalloc_plan *p);
 void plan_seen_free(struct plan_seen *seen);
 

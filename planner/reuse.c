@@ -41,15 +41,6 @@ static int range_by_len_desc(const void *a, const void *b)
 	return range_by_offset(a, b);
 }
 
-static void entry_buf(const struct stalloc_plan *p, const struct plan_entry *e,
-		      struct pack_buf *b)
-{
-	b->size = e->size;
-	b->start = e->cls == PLAN_PERSISTENT ? 0 : e->start;
-	b->end = e->cls == PLAN_PERSISTENT ? p->horizon : e->end;
-	b->wraps = e->cls == PLAN_CROSS;
-}
-
 /* Free ranges of the pool throughout dynamic position @d's window. */
 static int dyn_ranges(struct stalloc_plan *p, struct plan_dyn *d,
 		      struct plan_range *busy, struct plan_range *out)
@@ -63,7 +54,7 @@ static int dyn_ranges(struct stalloc_plan *p, struct plan_dyn *d,
 	for (i = 0; i < p->nr_ent; i++) {
 		struct pack_buf b;
 
-		entry_buf(p, &p->ent[i], &b);
+		plan_entry_buf(&p->ent[i], &b);
 		if (pack_lifetimes_overlap(&w, &b, p->horizon))
 			busy[nb++] = (struct plan_range){ p->ent[i].offset,
 							  p->ent[i].size };

@@ -5,6 +5,7 @@
 set -eu
 
 PKGS="make gcc clang pkg-config liburcu-dev libcmocka-dev liblttng-ust-dev
+zlib1g-dev python3
 clang-format clang-tidy cppcheck"
 
 missing=""

@@ -1,0 +1,357 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tests/test-pack.c - the planner's CSV reader and static packer
+ *
+ * Packings are checked by an overlap test written here, independent of
+ * planner/pack.c: wrap-aware lifetime pieces compared pairwise, O(n^2).
+ * Random instances come from a fixed-seed generator, so runs repeat.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "lib/util.h"
+#include "planner/csv.h"
+#include "planner/pack.h"
+
+/* ------------------------------------------------------------ csv */
+
+static int parse(const char *text, struct csv_problem *p)
+{
+	return csv_parse("t.csv", text, strlen(text), p);
+}
+
+static void test_csv_good(void **state)
+{
+	struct csv_problem p;
+	const char *text;
+
+	(void)state;
+	assert_int_equal(parse("size, upper ,extra,lower,id\r\n"
+			       "4,3,x,0,b1\r\n"
+			       " 8 ,9,y, 3 ,17\r\n\r\n",
+			       &p),
+			 0);
+	assert_int_equal(p.nr, 2);
+	assert_string_equal(p.ids[0], "b1");
+	assert_string_equal(p.ids[1], "17");
+	assert_int_equal(p.bufs[1].size, 8);
+	assert_int_equal(p.bufs[1].start, 3);
+	assert_int_equal(p.bufs[1].end, 9);
+	assert_int_equal(p.horizon, 9);
+	assert_int_equal(p.capacity, 0);
+	csv_free(&p);
+
+	text = "id,lower,upper,size\nx,0,1,5";
+	assert_int_equal(csv_parse("dir/A.1048576.csv", text, strlen(text),
+				   &p),
+			 0);
+	assert_int_equal(p.nr, 1);
+	assert_int_equal(p.capacity, 1048576);
+	csv_free(&p);
+}
+
+static void expect_bad(const char *text, const char *line)
+{
+	struct csv_problem p;
+
+	assert_int_equal(parse(text, &p), -EINVAL);
+	assert_non_null(strstr(stalloc_last_error(), line));
+	assert_null(p.bufs);
+	assert_int_equal(p.nr, 0);
+}
+
+static void test_csv_bad(void **state)
+{
+	(void)state;
+	expect_bad("", "empty");
+	expect_bad("id,lower,size\n1,0,4\n", "t.csv:1:");
+	expect_bad("id,lower,upper,size\n", "no buffers");
+	expect_bad("id,lower,upper,size\n1,0,3,4\n2,0,3\n", "t.csv:3:");
+	expect_bad("id,lower,upper,size\n1,0,3,4,5\n", "t.csv:2:");
+	expect_bad("id,lower,upper,size\n1,0,x3,4\n", "t.csv:2:");
+	expect_bad("id,lower,upper,size\n1,-1,3,4\n", "t.csv:2:");
+	expect_bad("id,lower,upper,size\n1,0,3,18446744073709551616\n",
+		   "t.csv:2:");
+	expect_bad("id,lower,upper,size\n1,0,3,0\n", "t.csv:2:");
+	expect_bad("id,lower,upper,size\n1,3,3,4\n", "t.csv:2:");
+	expect_bad("id,lower,upper,size\n\n1,4,3,4\n", "t.csv:3:");
+	expect_bad("id,lower,upper,size\n,0,3,4\n", "t.csv:2:");
+	expect_bad("id,lower,upper,size,id\n", "t.csv:1:");
+	expect_bad("id,lower,upper,size\n1,0,,4\n", "t.csv:2:");
+}
+
+static void test_csv_load(void **state)
+{
+	struct csv_problem p;
+
+	(void)state;
+	assert_int_equal(csv_load("/nonexistent/x.csv", &p), -ENOENT);
+	assert_non_null(strstr(stalloc_last_error(), "/nonexistent/x.csv"));
+}
+
+/* Random bytes must never crash the reader. */
+static void test_csv_garbage(void **state)
+{
+	static const char alphabet[] = "0123456789,\n\r -x#\0idlowerupsz";
+	struct csv_problem p;
+	char buf[256];
+	unsigned int seed = 7;
+	int i, j, n;
+
+	(void)state;
+	for (i = 0; i < 2000; i++) {
+		n = (int)(rand_r(&seed) % sizeof(buf));
+		j = 0;
+		if (i & 1)
+			j = snprintf(buf, sizeof(buf), "id,lower,upper,size\n");
+		for (; j < n; j++)
+			buf[j] = alphabet[rand_r(&seed) % (sizeof(alphabet) - 1)];
+		if (!csv_parse("g.csv", buf, (size_t)(n > j ? n : j), &p))
+			csv_free(&p);
+	}
+}
+
+/* ------------------------------------------------------ checkers */
+
+static int pieces(const struct pack_buf *b, uint64_t horizon, uint64_t s[2],
+		  uint64_t e[2])
+{
+	int n = 0;
+
+	if (!b->wraps) {
+		s[0] = b->start;
+		e[0] = b->end;
+		return 1;
+	}
+	if (b->start < horizon) {
+		s[n] = b->start;
+		e[n++] = horizon;
+	}
+	if (b->end) {
+		s[n] = 0;
+		e[n++] = b->end;
+	}
+	return n;
+}
+
+static bool live_together(const struct pack_buf *a, const struct pack_buf *b,
+			  uint64_t horizon)
+{
+	uint64_t as[2], ae[2], bs[2], be[2];
+	int na = pieces(a, horizon, as, ae), nb = pieces(b, horizon, bs, be);
+	int i, j;
+
+	for (i = 0; i < na; i++)
+		for (j = 0; j < nb; j++)
+			if (as[i] < be[j] && bs[j] < ae[i])
+				return true;
+	return false;
+}
+
+static void check_packing(const struct pack_buf *b, size_t n,
+			  uint64_t horizon, const struct pack_result *r)
+{
+	uint64_t peak = 0;
+	size_t i, j;
+
+	for (i = 0; i < n; i++) {
+		if (b[i].offset + b[i].size > peak)
+			peak = b[i].offset + b[i].size;
+		for (j = i + 1; j < n; j++) {
+			if (!live_together(&b[i], &b[j], horizon))
+				continue;
+			if (b[i].offset < b[j].offset + b[j].size &&
+			    b[j].offset < b[i].offset + b[i].size)
+				fail_msg("buffers %zu and %zu collide", i, j);
+		}
+	}
+	assert_int_equal(peak, r->peak);
+	assert_true(r->peak >= r->lower_bound);
+}
+
+/* Bytes live at each time unit, summed by brute force. */
+static uint64_t brute_load(const struct pack_buf *b, size_t n,
+			   uint64_t horizon)
+{
+	uint64_t t, best = 0, cur, s[2], e[2];
+	size_t i;
+	int k, np;
+
+	for (t = 0; t < horizon; t++) {
+		cur = 0;
+		for (i = 0; i < n; i++) {
+			np = pieces(&b[i], horizon, s, e);
+			for (k = 0; k < np; k++)
+				if (s[k] <= t && t < e[k])
+					cur += b[i].size;
+		}
+		if (cur > best)
+			best = cur;
+	}
+	return best;
+}
+
+/* ------------------------------------------------------ instances */
+
+static void random_instance(struct pack_buf *b, size_t n, uint64_t horizon,
+			    unsigned int *seed, bool wraps, uint64_t max_size)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t s = rand_r(seed) % horizon;
+		uint64_t len = 1 + rand_r(seed) % (horizon / 3 + 1);
+		int kind = rand_r(seed) % 10;
+
+		memset(&b[i], 0, sizeof(b[i]));
+		b[i].size = 1 + rand_r(seed) % max_size;
+		if (kind == 0) {
+			b[i].start = 0;
+			b[i].end = horizon;
+		} else if (wraps && kind == 1) {
+			b[i].wraps = true;
+			b[i].start = horizon / 2 + s % (horizon / 2 + 1);
+			b[i].end = s % (b[i].start + 1);
+		} else {
+			b[i].start = s;
+			b[i].end = s + len > horizon ? horizon : s + len;
+		}
+		b[i].offset = UINT64_MAX;
+	}
+}
+
+static void run_random(size_t n, uint64_t horizon, bool wraps, bool search,
+		       int rounds, unsigned int seed)
+{
+	struct pack_opts opts = { .time_limit_ms = 50, .no_search = !search };
+	struct pack_buf *b = calloc(n, sizeof(*b));
+	struct pack_result r;
+	int i;
+
+	assert_non_null(b);
+	for (i = 0; i < rounds; i++) {
+		random_instance(b, n, horizon, &seed, wraps, 1 + i % 1000);
+		assert_int_equal(pack_solve(b, n, horizon, &opts, &r), 0);
+		check_packing(b, n, horizon, &r);
+		assert_int_equal(r.lower_bound,
+				 pack_lower_bound(b, n, horizon));
+		if (horizon <= 64)
+			assert_int_equal(r.lower_bound,
+					 brute_load(b, n, horizon));
+	}
+	free(b);
+}
+
+static void test_pack_small(void **state)
+{
+	(void)state;
+	run_random(12, 16, false, true, 150, 1);
+	run_random(12, 16, true, true, 150, 2);
+	run_random(40, 64, true, false, 100, 3);
+}
+
+static void test_pack_medium(void **state)
+{
+	(void)state;
+	run_random(1000, 500, false, false, 6, 4);
+	run_random(1000, 500, true, false, 6, 5);
+	run_random(200, 100, true, true, 4, 6);
+}
+
+static void test_pack_optimal(void **state)
+{
+	static const char text[] = "id,lower,upper,size\n"
+				   "b1,0,3,4\nb2,3,9,4\nb3,0,9,4\n"
+				   "b4,9,21,4\nb5,0,21,4\n";
+	struct csv_problem p;
+	struct pack_result r;
+
+	(void)state;
+	assert_int_equal(parse(text, &p), 0);
+	assert_int_equal(pack_solve(p.bufs, p.nr, p.horizon, NULL, &r), 0);
+	check_packing(p.bufs, p.nr, p.horizon, &r);
+	assert_int_equal(r.lower_bound, 12);
+	assert_int_equal(r.peak, 12);
+	assert_true(r.optimal);
+	csv_free(&p);
+}
+
+static void test_pack_wrap_overlap(void **state)
+{
+	struct pack_buf a = { .size = 1, .start = 8, .end = 2, .wraps = true };
+	struct pack_buf b = { .size = 1, .start = 2, .end = 8 };
+	struct pack_buf c = { .size = 1, .start = 1, .end = 3 };
+	struct pack_buf d = { .size = 1, .start = 9, .end = 10 };
+
+	(void)state;
+	assert_false(pack_lifetimes_overlap(&a, &b, 10));
+	assert_true(pack_lifetimes_overlap(&a, &c, 10));
+	assert_true(pack_lifetimes_overlap(&d, &a, 10));
+	assert_false(pack_lifetimes_overlap(&d, &b, 10));
+}
+
+static void test_pack_invalid(void **state)
+{
+	struct pack_buf bad[] = {
+		{ .size = 0, .start = 0, .end = 1 },
+		{ .size = 1, .start = 2, .end = 2 },
+		{ .size = 1, .start = 0, .end = 11 },
+		{ .size = 1, .start = 2, .end = 3, .wraps = true },
+	};
+	struct pack_buf ok = { .size = 1, .start = 0, .end = 1,
+			       .offset = 77 };
+	struct pack_result r;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < ARRAY_SIZE(bad); i++) {
+		struct pack_buf two[2] = { ok, bad[i] };
+
+		assert_int_equal(pack_solve(two, 2, 10, NULL, &r), -EINVAL);
+		assert_int_equal(two[0].offset, 77);
+	}
+}
+
+static void test_pack_capacity(void **state)
+{
+	struct pack_buf b[3] = {
+		{ .size = 4, .start = 0, .end = 5 },
+		{ .size = 4, .start = 1, .end = 6 },
+		{ .size = 4, .start = 2, .end = 7 },
+	};
+	struct pack_opts opts = { .capacity = 10 };
+	struct pack_result r;
+
+	(void)state;
+	assert_int_equal(pack_solve(b, 3, 7, &opts, &r), -ENOSPC);
+	check_packing(b, 3, 7, &r);
+	assert_int_equal(r.peak, 12);
+	opts.capacity = 12;
+	assert_int_equal(pack_solve(b, 3, 7, &opts, &r), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_csv_good),
+		cmocka_unit_test(test_csv_bad),
+		cmocka_unit_test(test_csv_load),
+		cmocka_unit_test(test_csv_garbage),
+		cmocka_unit_test(test_pack_small),
+		cmocka_unit_test(test_pack_medium),
+		cmocka_unit_test(test_pack_optimal),
+		cmocka_unit_test(test_pack_wrap_overlap),
+		cmocka_unit_test(test_pack_invalid),
+		cmocka_unit_test(test_pack_capacity),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
