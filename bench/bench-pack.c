@@ -102,8 +102,8 @@ static size_t bench_events(const struct pack_buf *bufs, size_t nr,
 		}
 		if (b->wraps && b->end > 0) {
 			ev[n++] = (struct bench_ev){ 0, (uint32_t)i, true };
-			ev[n++] = (struct bench_ev){ b->end, (uint32_t)i,
-						     false };
+			ev[n++] =
+				(struct bench_ev){ b->end, (uint32_t)i, false };
 		}
 	}
 	qsort(ev, n, sizeof(*ev), bench_ev_cmp);
@@ -196,8 +196,8 @@ int main(int argc, char **argv)
 		i += 2;
 	}
 	if (i >= argc) {
-		fprintf(stderr,
-			"usage: %s [--time-limit MS] FILE.csv...\n", argv[0]);
+		fprintf(stderr, "usage: %s [--time-limit MS] FILE.csv...\n",
+			argv[0]);
 		return 2;
 	}
 	printf("%-22s %7s %13s %13s %8s %-4s %-14s %9s\n", "instance",

@@ -27,8 +27,8 @@
 
 enum csv_col { CSV_ID, CSV_LOWER, CSV_UPPER, CSV_SIZE, CSV_NR_COLS };
 
-static const char *const csv_col_names[CSV_NR_COLS] = { "id", "lower",
-							"upper", "size" };
+static const char *const csv_col_names[CSV_NR_COLS] = { "id", "lower", "upper",
+							"size" };
 
 /* A slice of the input: one line or one field. */
 struct csv_span {
@@ -138,10 +138,10 @@ static int csv_parse_header(struct csv_reader *r, struct csv_header *h)
 			if (!csv_span_eq(f, csv_col_names[c]))
 				continue;
 			if (seen[c])
-				return sa_error(-EINVAL,
-						"csv: %s:%zu: duplicate column %s",
-						r->name, r->line,
-						csv_col_names[c]);
+				return sa_error(
+					-EINVAL,
+					"csv: %s:%zu: duplicate column %s",
+					r->name, r->line, csv_col_names[c]);
 			seen[c] = true;
 			h->col[c] = i;
 		}
@@ -231,9 +231,8 @@ static int csv_check_row(const struct csv_reader *r, struct csv_span *f,
 	return 0;
 }
 
-static int csv_parse_row(const struct csv_reader *r,
-			 const struct csv_header *h, struct csv_span line,
-			 struct csv_problem *p)
+static int csv_parse_row(const struct csv_reader *r, const struct csv_header *h,
+			 struct csv_span line, struct csv_problem *p)
 {
 	struct csv_span f[CSV_NR_COLS] = { { NULL, 0 } };
 	struct csv_span rest = line, cur;
@@ -259,8 +258,8 @@ static int csv_parse_row(const struct csv_reader *r,
 		return err;
 	p->ids[p->nr] = strndup(f[CSV_ID].p, f[CSV_ID].len);
 	if (!p->ids[p->nr])
-		return sa_error(-ENOMEM, "csv: %s:%zu: out of memory",
-				r->name, r->line);
+		return sa_error(-ENOMEM, "csv: %s:%zu: out of memory", r->name,
+				r->line);
 	if (b->end > p->horizon)
 		p->horizon = b->end;
 	p->nr++;
@@ -276,7 +275,7 @@ static uint64_t csv_capacity_from_name(const char *name)
 
 	base = base ? base + 1 : name;
 	len = strlen(base);
-	if (len < 4 || strcmp(base + len - 4, ".csv"))
+	if (len < 4 || strcmp(base + len - 4, ".csv") != 0)
 		return 0;
 	len -= 4;
 	for (i = len; i > 0 && base[i - 1] >= '0' && base[i - 1] <= '9'; i--)

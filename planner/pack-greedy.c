@@ -83,9 +83,13 @@ static int pack_tree_init(struct pack_tree *t, size_t nr_secs)
 		t->P *= 2;
 	t->cover = calloc(2 * t->P, sizeof(*t->cover));
 	t->part = calloc(2 * t->P, sizeof(*t->part));
-	if (!t->cover || !t->part)
-		return -ENOMEM;
-	return 0;
+	if (t->cover && t->part)
+		return 0;
+	free(t->cover);
+	free(t->part);
+	t->cover = NULL;
+	t->part = NULL;
+	return -ENOMEM;
 }
 
 static void pack_tree_reset(struct pack_tree *t)
@@ -216,8 +220,7 @@ static size_t pack_local_hi(const struct pack_ctx *ctx,
 	return ctx->loc[it->lo[k]] + (it->hi[k] - it->lo[k]);
 }
 
-static int pack_place(struct pack_greedy_state *st, uint32_t id,
-		      uint64_t *peak)
+static int pack_place(struct pack_greedy_state *st, uint32_t id, uint64_t *peak)
 {
 	struct pack_ctx *ctx = st->ctx;
 	struct pack_item *it = &ctx->items[id];
@@ -365,7 +368,7 @@ int pack_greedy(struct pack_ctx *ctx, struct pack_group *g)
 	}
 	st.nb = malloc(g->nr * sizeof(*st.nb));
 	st.keys = malloc(g->nr * sizeof(*st.keys));
-	st.best_off = malloc(g->nr * sizeof(*st.best_off));
+	st.best_off = calloc(g->nr, sizeof(*st.best_off));
 	if (st.nb && st.keys && st.best_off &&
 	    !pack_tree_init(&st.tree, g->nr_secs))
 		err = pack_greedy_run(&st);

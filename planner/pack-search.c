@@ -142,8 +142,8 @@ static int pack_search_alloc(struct pack_search *s)
 	s->unpl = calloc(m, sizeof(*s->unpl));
 	s->sec_stamp = calloc(S, sizeof(*s->sec_stamp));
 	if (!s->size || !s->lo || !s->hi || !s->nr_iv || !s->nb_start ||
-	    !s->sec_start || !s->floor || !s->total || !s->min_off ||
-	    !s->off || !s->rank || !s->unpl || !s->sec_stamp)
+	    !s->sec_start || !s->floor || !s->total || !s->min_off || !s->off ||
+	    !s->rank || !s->unpl || !s->sec_stamp)
 		return -ENOMEM;
 	return 0;
 }
@@ -320,7 +320,7 @@ static uint64_t pack_key_of(const struct pack_search *s, size_t i,
 
 static int pack_search_rank(struct pack_search *s, size_t h)
 {
-	struct pack_rank_key *keys = malloc(s->m * sizeof(*keys));
+	struct pack_rank_key *keys = malloc((s->m + 1) * sizeof(*keys));
 	size_t i;
 	int j;
 

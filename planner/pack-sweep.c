@@ -78,8 +78,7 @@ static uint32_t pack_treap_merge(struct pack_treap *t, uint32_t a, uint32_t b)
 	return b;
 }
 
-static void pack_treap_insert(struct pack_treap *t, uint64_t off,
-			      uint64_t len)
+static void pack_treap_insert(struct pack_treap *t, uint64_t off, uint64_t len)
 {
 	uint32_t x = t->free_list[--t->nr_free], a, b;
 
@@ -106,8 +105,7 @@ static void pack_treap_remove(struct pack_treap *t, uint64_t off)
 }
 
 /* The lowest gap of at least @size bytes, or 0. */
-static uint32_t pack_treap_first_fit(const struct pack_treap *t,
-				     uint64_t size)
+static uint32_t pack_treap_first_fit(const struct pack_treap *t, uint64_t size)
 {
 	uint32_t x = t->root;
 
@@ -232,7 +230,7 @@ static int pack_sweep_items(struct pack_ctx *ctx, struct pack_group *g,
 	uint64_t *ev;
 	size_t i, n = 0;
 
-	ev = malloc(2 * g->nr * sizeof(*ev));
+	ev = malloc((2 * g->nr + 1) * sizeof(*ev));
 	if (!ev)
 		return -ENOMEM;
 	for (i = 0; i < g->nr; i++) {
@@ -241,14 +239,15 @@ static int pack_sweep_items(struct pack_ctx *ctx, struct pack_group *g,
 		if (it->nr_iv > 1)
 			continue;
 		ev[n++] = (uint64_t)ctx->loc[it->lo[0]] << 33 | 1ull << 32 | i;
-		ev[n++] = (uint64_t)(ctx->loc[it->lo[0]] + it->hi[0] -
-				     it->lo[0])
-				  << 33 |
-			  i;
+		ev[n++] =
+			(uint64_t)(ctx->loc[it->lo[0]] + it->hi[0] - it->lo[0])
+				<< 33 |
+			i;
 	}
 	qsort(ev, n, sizeof(*ev), pack_ev_cmp);
 	for (i = 0; i < n; i++) {
-		struct pack_item *it = &ctx->items[g->items[ev[i] & 0xffffffffu]];
+		struct pack_item *it =
+			&ctx->items[g->items[ev[i] & 0xffffffffu]];
 
 		if (ev[i] & 1ull << 32)
 			it->off = base + pack_heap_alloc(t, it->size);

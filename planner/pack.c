@@ -67,8 +67,8 @@ static int pack_pieces(const struct pack_buf *b, uint64_t horizon,
 	return n;
 }
 
-bool pack_lifetimes_overlap(const struct pack_buf *a,
-			    const struct pack_buf *b, uint64_t horizon)
+bool pack_lifetimes_overlap(const struct pack_buf *a, const struct pack_buf *b,
+			    uint64_t horizon)
 {
 	uint64_t as[2], ae[2], bs[2], be[2];
 	int na = pack_pieces(a, horizon, as, ae);
@@ -129,33 +129,33 @@ uint64_t pack_lower_bound(const struct pack_buf *bufs, size_t nr,
 	return best;
 }
 
-static int pack_check_buf(const struct pack_buf *b, size_t i,
-			  uint64_t horizon)
+static int pack_check_buf(const struct pack_buf *b, size_t i, uint64_t horizon)
 {
 	if (!b->size || b->size > INT64_MAX)
 		return sa_error(-EINVAL, "pack: buffer %zu: bad size %llu", i,
 				(unsigned long long)b->size);
 	if (b->start > horizon || b->end > horizon)
-		return sa_error(-EINVAL,
-				"pack: buffer %zu: lifetime [%llu, %llu) beyond horizon %llu",
-				i, (unsigned long long)b->start,
-				(unsigned long long)b->end,
-				(unsigned long long)horizon);
+		return sa_error(
+			-EINVAL,
+			"pack: buffer %zu: lifetime [%llu, %llu) beyond horizon %llu",
+			i, (unsigned long long)b->start,
+			(unsigned long long)b->end,
+			(unsigned long long)horizon);
 	if (!b->wraps && b->start >= b->end)
 		return sa_error(-EINVAL,
 				"pack: buffer %zu: empty lifetime [%llu, %llu)",
 				i, (unsigned long long)b->start,
 				(unsigned long long)b->end);
 	if (b->wraps && (b->end > b->start || !horizon))
-		return sa_error(-EINVAL,
-				"pack: buffer %zu: wrap-around lifetime [%llu, %llu) with end after start",
-				i, (unsigned long long)b->start,
-				(unsigned long long)b->end);
+		return sa_error(
+			-EINVAL,
+			"pack: buffer %zu: wrap-around lifetime [%llu, %llu) with end after start",
+			i, (unsigned long long)b->start,
+			(unsigned long long)b->end);
 	return 0;
 }
 
-static int pack_check(const struct pack_buf *bufs, size_t nr,
-		      uint64_t horizon)
+static int pack_check(const struct pack_buf *bufs, size_t nr, uint64_t horizon)
 {
 	uint64_t total = 0;
 	size_t i;
@@ -169,8 +169,9 @@ static int pack_check(const struct pack_buf *bufs, size_t nr,
 			return err;
 		if (__builtin_add_overflow(total, bufs[i].size, &total) ||
 		    total > INT64_MAX)
-			return sa_error(-EINVAL,
-					"pack: buffer sizes add up beyond 2^63");
+			return sa_error(
+				-EINVAL,
+				"pack: buffer sizes add up beyond 2^63");
 	}
 	return 0;
 }
@@ -266,8 +267,7 @@ static uint32_t pack_uf_find(uint32_t *parent, uint32_t x)
  * Runs of sections no lifetime crosses, merged by wrap-around items:
  * @run[s] gets the root run of section s.  Returns the number of runs.
  */
-static int pack_find_runs(struct pack_ctx *ctx, uint32_t *run,
-			  uint32_t *parent)
+static int pack_find_runs(struct pack_ctx *ctx, uint32_t *run, uint32_t *parent)
 {
 	size_t S = ctx->nr_secs, i, s;
 	int64_t *cross, c = 0;
@@ -336,7 +336,7 @@ static int pack_fill_groups(struct pack_ctx *ctx, const uint32_t *run,
 	struct pack_group *g;
 	uint32_t *pool;
 
-	for (s = 0; s < S; s++)
+	for (s = 0; s <= S; s++)
 		gid[s] = UINT32_MAX;
 	for (i = 0; i < ctx->nr_items; i++) {
 		uint32_t r = run[ctx->items[i].lo[0]];
@@ -388,8 +388,8 @@ static int pack_build_groups(struct pack_ctx *ctx)
 	uint64_t *load = NULL;
 	int err = -ENOMEM;
 
-	run = malloc((S + 1) * sizeof(*run));
-	tmp = malloc((S + 1) * sizeof(*tmp));
+	run = calloc(S + 1, sizeof(*run));
+	tmp = calloc(S + 1, sizeof(*tmp));
 	if (!run || !tmp)
 		goto out;
 	err = pack_find_runs(ctx, run, tmp);

@@ -70,9 +70,9 @@ static int u64_cmp(const void *a, const void *b)
 
 struct period_ctx {
 	const struct trace *t;
-	size_t n;	/* tokens */
-	uint64_t *tok;	/* token per alloc/free */
-	size_t *ev;	/* event index of each token */
+	size_t n; /* tokens */
+	uint64_t *tok; /* token per alloc/free */
+	size_t *ev; /* event index of each token */
 	uint64_t *gram; /* hash of the k-gram starting at each token */
 	size_t k;
 };
@@ -89,8 +89,7 @@ static double coverage(const struct period_ctx *c, size_t d)
 }
 
 /* Collect up to @max candidate periods, most voted first. */
-static size_t candidates(const struct period_ctx *c, uint64_t *cand,
-			 size_t max)
+static size_t candidates(const struct period_ctx *c, uint64_t *cand, size_t max)
 {
 	size_t i, n = c->n - c->k + 1, nd = 0, nc = 0;
 	struct hpos *hp = malloc(n * sizeof(*hp));
@@ -202,8 +201,7 @@ static size_t snap(const struct period_ctx *c, size_t want, size_t win,
 	return want;
 }
 
-static int add_boundary(struct plan_iters *it, const struct trace *t,
-			size_t ev)
+static int add_boundary(struct plan_iters *it, const struct trace *t, size_t ev)
 {
 	size_t *nf = realloc(it->first, (it->nr + 1) * sizeof(*nf));
 	uint64_t *ns;
@@ -232,7 +230,7 @@ static int boundaries(struct period_ctx *c, struct plan_iters *it, size_t p)
 	if (!b)
 		return sa_error(-ENOMEM, "planner: out of memory");
 	/* backwards from the anchor, then forwards; stop where it fades */
-	for (pos = anchor; found; ) {
+	for (pos = anchor; found;) {
 		b[nb++] = pos;
 		if (pos < p || nb > c->n / p + 2)
 			break;
@@ -252,11 +250,6 @@ static int boundaries(struct period_ctx *c, struct plan_iters *it, size_t p)
 	}
 	for (i = 0; i < nb && !err; i++)
 		err = add_boundary(it, c->t, c->ev[b[i]]);
-	/* the last iteration must be nearly a full period long */
-	if (!err && it->nr > 1 && c->n - b[nb - 1] < p - win) {
-		it->end = c->ev[b[nb - 1]];
-		it->nr--;
-	}
 	free(b);
 	return err;
 }
@@ -293,8 +286,6 @@ static int find_markers(const struct trace *t, struct plan_iters *it)
 	for (i = 0; i < t->nr && !err; i++)
 		if (trace_mark_is(t, &t->ev[i], "iteration"))
 			err = add_boundary(it, t, i);
-	if (!err && it->nr >= 2)
-		bound_last(t, it);
 	return err;
 }
 
@@ -352,6 +343,8 @@ int iters_find(const struct trace *t, struct plan_iters *it)
 		it->end = t->nr;
 		err = find_period(t, it);
 	}
+	if (!err && it->nr >= 2)
+		bound_last(t, it);
 	if (!err && it->nr < 2) {
 		/* no repetition: the whole trace is one iteration */
 		it->nr = 0;

@@ -15,11 +15,11 @@
 #include "../lib/util.h"
 #include "planner.h"
 
-#define chk_err(what, fmt, ...)                                                \
+#define chk_err(what, fmt, ...) \
 	sa_error(-EINVAL, "plan: %s: " fmt, (what), ##__VA_ARGS__)
 
 struct piece {
-	uint64_t t;  /* time of the event */
+	uint64_t t; /* time of the event */
 	uint32_t ent;
 	bool start;
 };
@@ -35,20 +35,21 @@ static int piece_cmp(const void *a, const void *b)
 	return x->ent < y->ent ? -1 : x->ent > y->ent;
 }
 
-static int check_entry(const struct stalloc_plan *p, size_t i,
-		       const char *what)
+static int check_entry(const struct stalloc_plan *p, size_t i, const char *what)
 {
 	const struct plan_entry *e = &p->ent[i];
 	uint64_t top;
 
 	if (!e->size || e->size % p->align)
-		return chk_err(what, "entry %zu: size %llu is zero or not a "
-				     "multiple of the alignment %llu",
+		return chk_err(what,
+			       "entry %zu: size %llu is zero or not a "
+			       "multiple of the alignment %llu",
 			       i, (unsigned long long)e->size,
 			       (unsigned long long)p->align);
 	if (__builtin_add_overflow(e->offset, e->size, &top) || top > p->pool)
-		return chk_err(what, "entry %zu: [%llu, +%llu) is outside the "
-				     "pool of %llu bytes",
+		return chk_err(what,
+			       "entry %zu: [%llu, +%llu) is outside the "
+			       "pool of %llu bytes",
 			       i, (unsigned long long)e->offset,
 			       (unsigned long long)e->size,
 			       (unsigned long long)p->pool);
@@ -56,16 +57,18 @@ static int check_entry(const struct stalloc_plan *p, size_t i,
 	case PLAN_PERSISTENT:
 		if (e->pos >= p->nr_prologue || e->start ||
 		    e->end != p->horizon)
-			return chk_err(what, "persistent entry %zu: position "
-					     "or lifetime out of range",
+			return chk_err(what,
+				       "persistent entry %zu: position "
+				       "or lifetime out of range",
 				       i);
 		return 0;
 	case PLAN_STATIC:
 		if (e->pos >= p->nr_positions || e->start >= e->end ||
 		    e->end > p->horizon)
-			return chk_err(what, "static entry %zu: position or "
-					     "lifetime [%llu, %llu) out of "
-					     "range",
+			return chk_err(what,
+				       "static entry %zu: position or "
+				       "lifetime [%llu, %llu) out of "
+				       "range",
 				       i, (unsigned long long)e->start,
 				       (unsigned long long)e->end);
 		return 0;
@@ -79,17 +82,19 @@ static int check_entry(const struct stalloc_plan *p, size_t i,
 		      p->ent[i + 1].size != e->size)) ||
 		    (!plan_alt_first(p->ent, i) &&
 		     !plan_alt_first(p->ent, i - 1)))
-			return chk_err(what, "alternating entry %zu: not "
-					     "one of a pair spanning the "
-					     "iteration",
+			return chk_err(what,
+				       "alternating entry %zu: not "
+				       "one of a pair spanning the "
+				       "iteration",
 				       i);
 		return 0;
 	case PLAN_CROSS:
 		if (e->pos >= p->nr_positions || e->end > e->start ||
 		    e->start >= p->horizon)
-			return chk_err(what, "cross-iteration entry %zu: "
-					     "position or lifetime out of "
-					     "range",
+			return chk_err(what,
+				       "cross-iteration entry %zu: "
+				       "position or lifetime out of "
+				       "range",
 				       i);
 		return 0;
 	default:
@@ -118,16 +123,18 @@ static int check_positions(const struct stalloc_plan *p, const char *what)
 		    !plan_alt_first(p->ent, i))
 			continue;
 		if (s[p->ent[i].pos]++)
-			err = chk_err(what, "entry %zu: position %u planned "
-					    "twice",
+			err = chk_err(what,
+				      "entry %zu: position %u planned "
+				      "twice",
 				      i, p->ent[i].pos);
 	}
 	for (i = 0; i < p->nr_dyn && !err; i++) {
 		const struct plan_dyn *d = &p->dyn[i];
 
 		if (d->pos >= p->nr_positions || seen_it[d->pos]++)
-			err = chk_err(what, "dynamic position %u is out of "
-					    "range or also planned",
+			err = chk_err(what,
+				      "dynamic position %u is out of "
+				      "range or also planned",
 				      d->pos);
 	}
 out:
@@ -137,8 +144,8 @@ out:
 }
 
 /* Insert @e into the live set sorted by offset; -EINVAL if it overlaps. */
-static int live_insert(const struct stalloc_plan *p, uint32_t *live,
-		       size_t *n, uint32_t e, const char *what)
+static int live_insert(const struct stalloc_plan *p, uint32_t *live, size_t *n,
+		       uint32_t e, const char *what)
 {
 	const struct plan_entry *x = &p->ent[e];
 	size_t lo = 0, hi = *n;
@@ -151,12 +158,12 @@ static int live_insert(const struct stalloc_plan *p, uint32_t *live,
 		else
 			hi = mid;
 	}
-	if ((lo > 0 && p->ent[live[lo - 1]].offset +
-				       p->ent[live[lo - 1]].size >
+	if ((lo > 0 && p->ent[live[lo - 1]].offset + p->ent[live[lo - 1]].size >
 			       x->offset) ||
 	    (lo < *n && x->offset + x->size > p->ent[live[lo]].offset))
-		return chk_err(what, "entries %u and %u overlap in time and "
-				     "address",
+		return chk_err(what,
+			       "entries %u and %u overlap in time and "
+			       "address",
 			       e, lo > 0 ? live[lo - 1] : live[lo]);
 	memmove(live + lo + 1, live + lo, (*n - lo) * sizeof(*live));
 	live[lo] = e;
@@ -237,12 +244,14 @@ static int check_dyn(const struct stalloc_plan *p, const char *what)
 		    d->start >= p->horizon || d->end > p->horizon ||
 		    (!d->wraps && d->end <= d->start) ||
 		    (d->wraps && d->end > d->start))
-			return chk_err(what, "dynamic position %u: sizes or "
-					     "window out of range",
+			return chk_err(what,
+				       "dynamic position %u: sizes or "
+				       "window out of range",
 				       d->pos);
 		if ((uint64_t)d->first_range + d->nr_ranges > p->nr_ranges)
-			return chk_err(what, "dynamic position %u: ranges "
-					     "out of bounds",
+			return chk_err(what,
+				       "dynamic position %u: ranges "
+				       "out of bounds",
 				       d->pos);
 		for (r = 0; r < d->nr_ranges; r++) {
 			const struct plan_range *rg =
@@ -252,10 +261,11 @@ static int check_dyn(const struct stalloc_plan *p, const char *what)
 			if (!rg->len || rg->offset < prev_end ||
 			    __builtin_add_overflow(rg->offset, rg->len, &end) ||
 			    end > p->pool)
-				return chk_err(what, "dynamic position %u: "
-						     "free range %u is empty, "
-						     "unsorted or outside the "
-						     "pool",
+				return chk_err(what,
+					       "dynamic position %u: "
+					       "free range %u is empty, "
+					       "unsorted or outside the "
+					       "pool",
 					       d->pos, r);
 			prev_end = end;
 		}
@@ -284,8 +294,9 @@ int plan_validate(const struct stalloc_plan *p, const char *what)
 	if (!err)
 		err = check_dyn(p, what);
 	if (!err && plan_fingerprint(p) != p->fingerprint)
-		err = chk_err(what, "fingerprint 0x%016llx does not match the "
-				    "entries (0x%016llx)",
+		err = chk_err(what,
+			      "fingerprint 0x%016llx does not match the "
+			      "entries (0x%016llx)",
 			      (unsigned long long)p->fingerprint,
 			      (unsigned long long)plan_fingerprint(p));
 	return err;

@@ -80,12 +80,13 @@ static void emit(const struct stalloc_plan *p, struct sbuf *b)
 	uint32_t r;
 
 	sb_printf(b, "%s %d\n", PLAN_MAGIC, PLAN_VERSION);
-	sb_printf(b, "# written by stalloc %s: %zu planned buffers, %zu "
-		     "dynamic positions\n",
+	sb_printf(b,
+		  "# written by stalloc %s: %zu planned buffers, %zu "
+		  "dynamic positions\n",
 		  stalloc_version_string(), p->nr_ent, p->nr_dyn);
 	sb_printf(b, "fingerprint 0x%016" PRIx64 "\n", p->fingerprint);
-	sb_printf(b, "align %" PRIu64 "\npool %" PRIu64 "\nhorizon %" PRIu64
-		     "\n",
+	sb_printf(b,
+		  "align %" PRIu64 "\npool %" PRIu64 "\nhorizon %" PRIu64 "\n",
 		  p->align, p->pool, p->horizon);
 	sb_printf(b, "positions %u\nprologue %u\n", p->nr_positions,
 		  p->nr_prologue);
@@ -94,8 +95,8 @@ static void emit(const struct stalloc_plan *p, struct sbuf *b)
 		const struct plan_entry *e = &p->ent[i];
 
 		sb_printf(b,
-			  "e %c %u %" PRIu64 " %" PRIu64 " %" PRIu64
-			  " %" PRIu64 "\n",
+			  "e %c %u %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+			  "\n",
 			  e->cls, e->pos, e->size, e->offset, e->start, e->end);
 	}
 	sb_printf(b, "dynamic %zu\n", p->nr_dyn);
@@ -179,14 +180,14 @@ out:
 
 struct cursor {
 	const char *name;
-	char *s;      /* next line */
+	char *s; /* next line */
 	unsigned int no; /* number of the line last returned */
 	char *f[8 + 2 * 64];
 	int nr;
 };
 
-#define cur_err(c, fmt, ...)                                                   \
-	sa_error(-EINVAL, "plan: %s:%u: " fmt, (c)->name, (c)->no,            \
+#define cur_err(c, fmt, ...)                                       \
+	sa_error(-EINVAL, "plan: %s:%u: " fmt, (c)->name, (c)->no, \
 		 ##__VA_ARGS__)
 
 /* Next line that is not a comment, split into fields; false at the end. */
@@ -250,9 +251,9 @@ static int read_entry(struct cursor *c, struct plan_entry *e)
 	if (!strchr("pxsa", e->cls))
 		return cur_err(c, "unknown class '%c' (want p, s, x or a)",
 			       e->cls);
-	if (!num(c->f[2], &pos) || pos > UINT32_MAX || !num(c->f[3], &e->size) ||
-	    !num(c->f[4], &e->offset) || !num(c->f[5], &e->start) ||
-	    !num(c->f[6], &e->end))
+	if (!num(c->f[2], &pos) || pos > UINT32_MAX ||
+	    !num(c->f[3], &e->size) || !num(c->f[4], &e->offset) ||
+	    !num(c->f[5], &e->start) || !num(c->f[6], &e->end))
 		return cur_err(c, "malformed number in an entry");
 	e->pos = (uint32_t)pos;
 	return 0;
@@ -293,8 +294,7 @@ static int read_dyn(struct cursor *c, struct stalloc_plan *p,
 			return cur_err(c, "range \"%s\" is not OFFSET:LEN",
 				       c->f[8 + i]);
 		*colon = 0;
-		if (!num(c->f[8 + i], &rg->offset) ||
-		    !num(colon + 1, &rg->len))
+		if (!num(c->f[8 + i], &rg->offset) || !num(colon + 1, &rg->len))
 			return cur_err(c, "malformed range");
 	}
 	return 0;
@@ -308,21 +308,24 @@ static int check_crc(const char *name, char *text, size_t len)
 	uLong got;
 
 	if (!len || text[len - 1] != '\n')
-		return sa_error(-EINVAL, "plan: %s: truncated (no final "
-					 "checksum line)",
+		return sa_error(-EINVAL,
+				"plan: %s: truncated (no final "
+				"checksum line)",
 				name);
 	text[len - 1] = 0;
 	last = strrchr(text, '\n');
 	last = last ? last + 1 : text;
 	if (sscanf(last, "checksum 0x%lx", &want) != 1)
-		return sa_error(-EINVAL, "plan: %s: truncated (the last line "
-					 "is not a checksum)",
+		return sa_error(-EINVAL,
+				"plan: %s: truncated (the last line "
+				"is not a checksum)",
 				name);
 	got = crc32(0L, (const Bytef *)text, (uInt)(last - text));
 	if (got != want)
-		return sa_error(-EINVAL, "plan: %s: checksum mismatch (file "
-					 "says 0x%08lx, contents give 0x%08lx):"
-					 " corrupted",
+		return sa_error(-EINVAL,
+				"plan: %s: checksum mismatch (file "
+				"says 0x%08lx, contents give 0x%08lx):"
+				" corrupted",
 				name, want, (unsigned long)got);
 	*last = 0;
 	return 0;
@@ -335,8 +338,8 @@ static int parse_counts(struct cursor *c, struct stalloc_plan *p,
 	int err;
 
 	err = keyval(c, "fingerprint", &p->fingerprint) ?:
-		      keyval(c, "align", &p->align) ?:
-		      keyval(c, "pool", &p->pool) ?:
+		      keyval(c, "align", &p->align)	?:
+		      keyval(c, "pool", &p->pool)	?:
 		      keyval(c, "horizon", &p->horizon) ?:
 		      keyval(c, "positions", &v);
 	if (err)
@@ -364,8 +367,9 @@ static int parse(struct cursor *c, struct stalloc_plan *p)
 	if (!next_line(c) || c->nr != 2 || strcmp(c->f[0], PLAN_MAGIC))
 		return cur_err(c, "not a stalloc plan");
 	if (!num(c->f[1], &v) || v != PLAN_VERSION)
-		return cur_err(c, "plan format version %s is not supported "
-				  "(this is version %d)",
+		return cur_err(c,
+			       "plan format version %s is not supported "
+			       "(this is version %d)",
 			       c->f[1], PLAN_VERSION);
 	err = parse_counts(c, p, &nent);
 	if (err)

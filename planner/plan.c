@@ -160,10 +160,10 @@ static int plan_trace(const char *path, uint64_t align,
 	}
 	p->sum.requests = t.nr_allocs;
 	p->sum.iterations = it.source == ITER_NONE ? 1 : it.nr;
-	p->sum.iter_source = it.source == ITER_MARKERS ?
-				     STALLOC_ITER_MARKERS :
-			     it.source == ITER_DETECTED ? STALLOC_ITER_DETECTED :
-							  STALLOC_ITER_NONE;
+	p->sum.iter_source = it.source == ITER_MARKERS ? STALLOC_ITER_MARKERS :
+			     it.source == ITER_DETECTED ?
+							 STALLOC_ITER_DETECTED :
+							 STALLOC_ITER_NONE;
 	p->sum.period_events = it.period;
 	p->boundaries = malloc((it.nr + 1) * sizeof(*p->boundaries));
 	if (!p->boundaries && !err)
@@ -204,8 +204,9 @@ static int plan_csv(const char *path, uint64_t align,
 		e->start = c.bufs[i].start;
 		e->end = c.bufs[i].end;
 		if (!sa_round_up(c.bufs[i].size, align, &e->size)) {
-			err = sa_error(-EINVAL, "csv: %s: row %zu: size "
-						"overflows when aligned",
+			err = sa_error(-EINVAL,
+				       "csv: %s: row %zu: size "
+				       "overflows when aligned",
 				       path, i + 1);
 			goto out;
 		}
@@ -241,8 +242,9 @@ static int sniff(const char *path, bool *is_trace)
 		*is_trace = !strncmp(line, "stalloc-trace", 13);
 		if (!strncmp(line, "stalloc-plan", 12)) {
 			fclose(f);
-			return sa_error(-EINVAL, "%s:1: this is a plan, not a "
-						 "trace or a CSV problem",
+			return sa_error(-EINVAL,
+					"%s:1: this is a plan, not a "
+					"trace or a CSV problem",
 					path);
 		}
 		break;
@@ -267,8 +269,9 @@ int stalloc_plan_file(const char *path, const struct stalloc_plan_options *opts,
 	if (!o.time_limit_ms)
 		o.time_limit_ms = PLAN_TIME_LIMIT_MS;
 	if (o.align && !sa_is_pow2(o.align))
-		return sa_error(-EINVAL, "planner: alignment %llu is not a "
-					 "power of two",
+		return sa_error(-EINVAL,
+				"planner: alignment %llu is not a "
+				"power of two",
 				(unsigned long long)o.align);
 	err = sniff(path, &is_trace);
 	if (err)

@@ -45,8 +45,9 @@ static int range_by_len_desc(const void *a, const void *b)
 static int dyn_ranges(struct stalloc_plan *p, struct plan_dyn *d,
 		      struct plan_range *busy, struct plan_range *out)
 {
-	struct pack_buf w = { .size = 1, .start = d->start, .end = d->end,
-			      .wraps = d->wraps };
+	struct pack_buf w = {
+		.size = 1, .start = d->start, .end = d->end, .wraps = d->wraps
+	};
 	size_t i, nb = 0, nr = 0;
 	uint64_t at = 0;
 	struct plan_range *nrng;
@@ -130,8 +131,8 @@ static bool place(const struct stalloc_plan *p, const struct plan_dyn *d,
 }
 
 /* Replay one steady iteration's dynamic requests; peak and placed bytes. */
-static int replay(const struct trace *t, const struct plan_seen *seen,
-		  size_t s, const struct stalloc_plan *p, uint64_t *peak,
+static int replay(const struct trace *t, const struct plan_seen *seen, size_t s,
+		  const struct stalloc_plan *p, uint64_t *peak,
 		  uint64_t *placed_at_peak)
 {
 	struct placed *live = malloc((seen->nr[s] + 1) * sizeof(*live));
@@ -154,7 +155,8 @@ static int replay(const struct trace *t, const struct plan_seen *seen,
 			if (live[j].free_ev != TRACE_NONE &&
 			    live[j].free_ev < seen->ev[s][i]) {
 				bytes -= live[j].size;
-				in_ranges -= live[j].in_range ? live[j].size : 0;
+				in_ranges -= live[j].in_range ? live[j].size :
+								0;
 				live[j] = live[--n];
 			} else {
 				j++;

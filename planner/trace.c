@@ -31,8 +31,8 @@ struct trace_line {
 	int nr;
 };
 
-#define trace_err(l, fmt, ...)                                                 \
-	sa_error(-EINVAL, "trace: %s:%u: " fmt, (l)->name, (l)->no,           \
+#define trace_err(l, fmt, ...)                                      \
+	sa_error(-EINVAL, "trace: %s:%u: " fmt, (l)->name, (l)->no, \
 		 ##__VA_ARGS__)
 
 static bool parse_u64(const char *s, int base, uint64_t *out)
@@ -76,7 +76,8 @@ static int trace_keys(struct trace_line *l, int first, struct trace_event *e)
 		char *k = l->field[i], *val = strchr(k, '=');
 
 		if (!val || val == k)
-			return trace_err(l, "expected key=value, got \"%s\"", k);
+			return trace_err(l, "expected key=value, got \"%s\"",
+					 k);
 		*val++ = 0;
 		if (!strcmp(k, "stream")) {
 			if (!parse_u64(val, 16, &e->stream))
@@ -143,7 +144,8 @@ static int trace_event_line(struct trace *t, struct trace_line *l)
 	int want;
 
 	if (strlen(op) != 1 || !strchr("afm", op[0]))
-		return trace_err(l, "unknown event \"%s\" (want a, f or m)", op);
+		return trace_err(l, "unknown event \"%s\" (want a, f or m)",
+				 op);
 	want = op[0] == 'a' ? 4 : 3;
 	if (l->nr < want)
 		return trace_err(l, "'%c' needs %d fields, has %d", op[0], want,
@@ -159,7 +161,8 @@ static int trace_event_line(struct trace *t, struct trace_line *l)
 	if (!parse_u64(l->field[1], 10, &e->seq))
 		return trace_err(l, "SEQ \"%s\" is not a number", l->field[1]);
 	if (t->nr && e->seq <= t->ev[t->nr - 1].seq)
-		return trace_err(l, "SEQ %llu does not increase (previous %llu)",
+		return trace_err(l,
+				 "SEQ %llu does not increase (previous %llu)",
 				 (unsigned long long)e->seq,
 				 (unsigned long long)t->ev[t->nr - 1].seq);
 	if (op[0] == 'm') {
@@ -174,8 +177,9 @@ static int trace_event_line(struct trace *t, struct trace_line *l)
 		return trace_err(l, "ID \"%s\" is not a number", l->field[2]);
 	if (op[0] == 'a') {
 		if (!parse_u64(l->field[3], 10, &e->size) || !e->size)
-			return trace_err(l, "size \"%s\" is not a positive "
-					    "number",
+			return trace_err(l,
+					 "size \"%s\" is not a positive "
+					 "number",
 					 l->field[3]);
 		t->nr_allocs++;
 	}
@@ -267,14 +271,14 @@ static int trace_header(struct trace_line *l)
 		return trace_err(l, "not a stalloc trace (want \"stalloc-trace "
 				    "1\" as the first line)");
 	if (!parse_u64(l->field[1], 10, &v) || v != 1)
-		return trace_err(l, "trace format version %s is not supported "
-				    "(this is version 1)",
+		return trace_err(l,
+				 "trace format version %s is not supported "
+				 "(this is version 1)",
 				 l->field[1]);
 	return 0;
 }
 
-int trace_parse(const char *name, const char *text, size_t len,
-		struct trace *t)
+int trace_parse(const char *name, const char *text, size_t len, struct trace *t)
 {
 	struct trace_line l = { .name = name };
 	char *buf, *s, *nl;

@@ -50,8 +50,7 @@ static void test_csv_good(void **state)
 	csv_free(&p);
 
 	text = "id,lower,upper,size\nx,0,1,5";
-	assert_int_equal(csv_parse("dir/A.1048576.csv", text, strlen(text),
-				   &p),
+	assert_int_equal(csv_parse("dir/A.1048576.csv", text, strlen(text), &p),
 			 0);
 	assert_int_equal(p.nr, 1);
 	assert_int_equal(p.capacity, 1048576);
@@ -113,7 +112,8 @@ static void test_csv_garbage(void **state)
 		if (i & 1)
 			j = snprintf(buf, sizeof(buf), "id,lower,upper,size\n");
 		for (; j < n; j++)
-			buf[j] = alphabet[rand_r(&seed) % (sizeof(alphabet) - 1)];
+			buf[j] =
+				alphabet[rand_r(&seed) % (sizeof(alphabet) - 1)];
 		if (!csv_parse("g.csv", buf, (size_t)(n > j ? n : j), &p))
 			csv_free(&p);
 	}
@@ -156,8 +156,8 @@ static bool live_together(const struct pack_buf *a, const struct pack_buf *b,
 	return false;
 }
 
-static void check_packing(const struct pack_buf *b, size_t n,
-			  uint64_t horizon, const struct pack_result *r)
+static void check_packing(const struct pack_buf *b, size_t n, uint64_t horizon,
+			  const struct pack_result *r)
 {
 	uint64_t peak = 0;
 	size_t i, j;
@@ -178,8 +178,7 @@ static void check_packing(const struct pack_buf *b, size_t n,
 }
 
 /* Bytes live at each time unit, summed by brute force. */
-static uint64_t brute_load(const struct pack_buf *b, size_t n,
-			   uint64_t horizon)
+static uint64_t brute_load(const struct pack_buf *b, size_t n, uint64_t horizon)
 {
 	uint64_t t, best = 0, cur, s[2], e[2];
 	size_t i;
@@ -306,8 +305,7 @@ static void test_pack_invalid(void **state)
 		{ .size = 1, .start = 0, .end = 11 },
 		{ .size = 1, .start = 2, .end = 3, .wraps = true },
 	};
-	struct pack_buf ok = { .size = 1, .start = 0, .end = 1,
-			       .offset = 77 };
+	struct pack_buf ok = { .size = 1, .start = 0, .end = 1, .offset = 77 };
 	struct pack_result r;
 	size_t i;
 
