@@ -92,7 +92,7 @@ LIB_A := $(O)/libstalloc-internal.a
 # ---------------------------------------------------------------- tests
 FAKE_SO := $(O)/libcuda-fake.so
 FAKE_SRCS := $(wildcard tests/fakecuda/fakecuda*.c)
-TEST_NAMES := test-vmm test-util test-vmm-faults
+TEST_NAMES := test-vmm test-util test-vmm-faults test-planner
 TEST_BINS := $(TEST_NAMES:%=$(O)/tests/%)
 ifeq ($(HAVE_CUDA_H),y)
 TEST_BINS += $(O)/tests/fakecuda-selftest
@@ -147,6 +147,7 @@ $(O)/stalloc-%: tools/stalloc-%.c $(O)/libstalloc.so
 # Test programs link the internal archive: they test internal interfaces.
 TEST_CFLAGS = $(ALL_CFLAGS) $(CMOCKA_CFLAGS) -I. -Wno-cast-align
 TEST_LDLIBS = $(LIB_A) $(CMOCKA_LIBS) $(LIB_LDLIBS)
+SHARED ?= $(abspath ../shared)
 
 $(O)/tests/%: tests/%.c $(LIB_A) tests/vmm-fixture.h
 	@mkdir -p $(dir $@)
@@ -182,7 +183,8 @@ check: tests
 ifneq ($(HAVE_CMOCKA),y)
 	$(error cmocka not found by pkg-config: run "make deps" first)
 endif
-	$(Q)O=$(O) HAVE_CUDA_H=$(HAVE_CUDA_H) sh tests/run-tests.sh
+	$(Q)O=$(O) HAVE_CUDA_H=$(HAVE_CUDA_H) SHARED=$(SHARED) \
+		sh tests/run-tests.sh
 
 bench: all $(BENCH_BINS)
 	$(Q)$(O)/bench/bench-vmm host

@@ -59,7 +59,8 @@ enum stalloc_log_level stalloc_set_log_level(enum stalloc_log_level level)
 		&sa_level, (int)level, __ATOMIC_RELAXED);
 }
 
-static void sa_vlog(enum stalloc_log_level level, const char *fmt, va_list ap)
+static void __attribute__((format(printf, 2, 0)))
+sa_vlog(enum stalloc_log_level level, const char *fmt, va_list ap)
 {
 	static const char *const tags[] = { "", "error", "warning", "info",
 					    "debug" };

@@ -36,6 +36,7 @@
 #define PERIOD_K 8
 #define PERIOD_CANDIDATES 48
 #define PERIOD_MIN_COVERAGE 0.5
+#define PERIOD_SLACK 4
 
 static uint64_t mix64(uint64_t x)
 {
@@ -77,27 +78,41 @@ struct period_ctx {
 	size_t k;
 };
 
+/*
+ * Fraction of (sampled) positions i whose token comes back about @d later:
+ * token[i] == token[i + d'] for some |d' - d| <= slack, so that a few
+ * inserted or missing requests do not hide the repetition after them.  The
+ * slack grows with the period (none below 128 events), or short periods
+ * would match anything.
+ */
 static double coverage(const struct period_ctx *c, size_t d)
 {
-	size_t i, same = 0;
+	size_t i, same = 0, tried = 0, step = c->n > (1 << 16) ? 4 : 1;
+	size_t x, slack = d / 128 < PERIOD_SLACK ? d / 128 : PERIOD_SLACK;
 
-	if (d >= c->n)
+	if (d + slack >= c->n)
 		return 0;
-	for (i = 0; i + d < c->n; i++)
-		same += c->tok[i] == c->tok[i + d];
-	return (double)same / (double)(c->n - d);
+	for (i = 0; i + d + slack < c->n; i += step) {
+		tried++;
+		for (x = d - slack; x <= d + slack; x++)
+			if (c->tok[i] == c->tok[i + x]) {
+				same++;
+				break;
+			}
+	}
+	return tried ? (double)same / (double)tried : 0;
 }
 
-/* Collect up to @max candidate periods, most voted first. */
-static size_t candidates(const struct period_ctx *c, uint64_t *cand, size_t max)
+/* Collect up to @max candidate periods with their votes. */
+static size_t candidates(const struct period_ctx *c, uint64_t *cand,
+			 uint64_t *votes, size_t max)
 {
 	size_t i, n = c->n - c->k + 1, nd = 0, nc = 0;
 	struct hpos *hp = malloc(n * sizeof(*hp));
 	uint64_t *d = malloc(n * sizeof(*d));
-	struct {
-		uint64_t d, votes;
-	} best[PERIOD_CANDIDATES] = { { 0, 0 } };
 
+	for (i = 0; i < max; i++)
+		votes[i] = 0;
 	if (!hp || !d)
 		goto out;
 	for (i = 0; i < n; i++)
@@ -112,30 +127,40 @@ static size_t candidates(const struct period_ctx *c, uint64_t *cand, size_t max)
 
 		while (j < nd && d[j] == d[i])
 			j++;
-		/* keep the PERIOD_CANDIDATES most voted distances */
+		/* keep the @max most voted distances */
 		for (slot = 0, m = 1; m < max; m++)
-			if (best[m].votes < best[slot].votes)
+			if (votes[m] < votes[slot])
 				slot = m;
-		if (j - i > best[slot].votes)
-			best[slot] = (typeof(best[0])){ d[i], j - i };
+		if (j - i > votes[slot]) {
+			cand[slot] = d[i];
+			votes[slot] = j - i;
+		}
 		i = j;
 	}
 	for (i = 0; i < max; i++)
-		if (best[i].votes >= 2)
-			cand[nc++] = best[i].d;
+		if (votes[i] >= 2) {
+			cand[nc] = cand[i];
+			votes[nc++] = votes[i];
+		}
 out:
 	free(hp);
 	free(d);
 	return nc;
 }
 
+/*
+ * The smallest candidate whose coverage is within 2% of the best, then the
+ * most voted candidate near it (coverage tolerates a little slack, votes
+ * do not).
+ */
 static bool pick_period(struct period_ctx *c, size_t *period, double *cov)
 {
-	uint64_t cand[PERIOD_CANDIDATES];
+	uint64_t cand[PERIOD_CANDIDATES], votes[PERIOD_CANDIDATES];
 	double cv[PERIOD_CANDIDATES], top = 0;
-	size_t i, nc, best = 0;
+	size_t i, nc, low = 0, best = 0;
+	uint64_t best_votes = 0;
 
-	nc = candidates(c, cand, PERIOD_CANDIDATES);
+	nc = candidates(c, cand, votes, PERIOD_CANDIDATES);
 	for (i = 0; i < nc; i++) {
 		cv[i] = 2 * cand[i] <= c->n ? coverage(c, cand[i]) : 0;
 		if (cv[i] > top)
@@ -144,8 +169,14 @@ static bool pick_period(struct period_ctx *c, size_t *period, double *cov)
 	if (top < PERIOD_MIN_COVERAGE)
 		return false;
 	for (i = 0; i < nc; i++)
-		if (cv[i] >= top - 0.02 && (!best || cand[i] < best))
+		if (cv[i] >= top - 0.02 && (!low || cand[i] < low))
+			low = cand[i];
+	for (i = 0; i < nc; i++)
+		if (cand[i] >= low && cand[i] <= low + 2 * PERIOD_SLACK &&
+		    votes[i] > best_votes) {
 			best = cand[i];
+			best_votes = votes[i];
+		}
 	*period = best;
 	*cov = top;
 	return true;
@@ -349,6 +380,7 @@ int iters_find(const struct trace *t, struct plan_iters *it)
 		/* no repetition: the whole trace is one iteration */
 		it->nr = 0;
 		it->end = t->nr;
+		it->period = 0;
 		it->source = ITER_NONE;
 		err = add_boundary(it, t, 0);
 	}

@@ -11,6 +11,7 @@ set -u
 
 O=${O:-build}
 HAVE_CUDA_H=${HAVE_CUDA_H:-}
+SHARED=${SHARED:-../shared}
 FAKE=$(cd "$O" && pwd)/libcuda-fake.so
 export CMOCKA_MESSAGE_OUTPUT=TAP
 # Sanitizer builds: report leaks, abort on the first error.
@@ -63,6 +64,7 @@ run() {
 }
 
 run util -- "$O/tests/test-util"
+run planner SHARED="$SHARED" -- "$O/tests/test-planner"
 run vmm/host -- "$O/tests/test-vmm" host
 if [ "$HAVE_CUDA_H" = y ]; then
 	run fakecuda/selftest -- "$O/tests/fakecuda-selftest" "$FAKE"

@@ -1,0 +1,592 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tests/test-planner.c - traces, iterations, classification, plan files
+ *
+ * Parsing (good input and every kind of bad input, each reported with its
+ * file and line), iteration finding with markers, without them and with
+ * noise, classification on the shared cpu-torch traces, and plan files:
+ * round trip and detection of every kind of corruption.  Packing itself is
+ * tested in test-pack.c.  SHARED names the shared workloads folder.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cmocka.h>
+
+#include "lib/util.h"
+#include "planner/planner.h"
+
+static char shared[4096];
+
+static const char *workload(const char *name)
+{
+	static char path[8192];
+
+	snprintf(path, sizeof(path), "%s/workloads/%s", shared, name);
+	return path;
+}
+
+/* ------------------------------------------------------------- parsing */
+
+static int parse(const char *text, struct trace *t)
+{
+	return trace_parse("t.trace", text, strlen(text), t);
+}
+
+static void test_parse_good(void **state)
+{
+	struct trace t;
+
+	(void)state;
+	assert_int_equal(parse("# a comment first\n"
+			       "stalloc-trace 1\n"
+			       "\n"
+			       "a 1 7 4096 stream=0x1f dev=1 ns=123 future=x\n"
+			       "m 2 iteration\r\n"
+			       "a 3 0x10 512\n"
+			       "f 5 7 stream=1f\n"
+			       "f 9 16\n"
+			       "a 10 7 100\n",
+			       &t),
+			 0);
+	assert_int_equal(t.nr, 6);
+	assert_int_equal(t.nr_allocs, 3);
+	assert_int_equal(t.ev[0].stream, 0x1f);
+	assert_int_equal(t.ev[0].dev, 1);
+	assert_int_equal(t.ev[0].ns, 123);
+	assert_int_equal(t.ev[0].peer, 3);
+	assert_int_equal(t.ev[3].peer, 0);
+	assert_int_equal(t.ev[3].size, 4096); /* a free knows its size */
+	assert_int_equal(t.ev[2].id, 16);
+	assert_int_equal(t.ev[5].peer, TRACE_NONE); /* never freed */
+	assert_true(trace_mark_is(&t, &t.ev[1], "iteration"));
+	trace_free(&t);
+}
+
+static void test_parse_bad(void **state)
+{
+	static const struct {
+		const char *text, *line, *what;
+	} bad[] = {
+		{ "", "t.trace", "empty" },
+		{ "stalloc-trace 1\n", "t.trace", "no allocation" },
+		{ "stalloc-trace 2\na 1 1 8\n", ":1:", "version" },
+		{ "hello\n", ":1:", "not a stalloc trace" },
+		{ "stalloc-trace 1\na 1 1 8\nx 2 1\n", ":3:", "unknown event" },
+		{ "stalloc-trace 1\na 1 1\n", ":2:", "needs 4 fields" },
+		{ "stalloc-trace 1\na 1 1 abc\n", ":2:", "size" },
+		{ "stalloc-trace 1\na 1 1 0\n", ":2:", "positive" },
+		{ "stalloc-trace 1\na 1 1 -5\n", ":2:", "positive" },
+		{ "stalloc-trace 1\na x 1 8\n", ":2:", "SEQ" },
+		{ "stalloc-trace 1\na 1 z 8\n", ":2:", "ID" },
+		{ "stalloc-trace 1\na 5 1 8\na 5 2 8\n", ":3:", "increase" },
+		{ "stalloc-trace 1\na 5 1 8\na 4 2 8\n", ":3:", "increase" },
+		{ "stalloc-trace 1\na 1 1 8\nf 2 9\n", ":3:", "not live" },
+		{ "stalloc-trace 1\na 1 1 8\nf 2 1\nf 3 1\n", ":4:",
+		  "not live" },
+		{ "stalloc-trace 1\na 1 1 8\na 2 1 8\n", ":3:", "still live" },
+		{ "stalloc-trace 1\na 1 1 8 stream\n", ":2:", "key=value" },
+		{ "stalloc-trace 1\na 1 1 8 dev=-1\n", ":2:", "dev" },
+		{ "stalloc-trace 1\na 1 1 8\nm 2 two words\n", ":3:",
+		  "one word" },
+		{ "stalloc-trace 1\na 1 1 8\na 2 2 1", ":3:", "truncated" },
+		{ "stalloc-trace 1\na 1 1 99999999999999999999\n", ":2:",
+		  "size" },
+	};
+	struct trace t;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int err = parse(bad[i].text, &t);
+
+		if (err != -EINVAL || !strstr(stalloc_last_error(), bad[i].line) ||
+		    !strstr(stalloc_last_error(), bad[i].what))
+			fail_msg("case %zu: got %d \"%s\"", i, err,
+				 stalloc_last_error());
+	}
+	/* a NUL byte inside a text trace */
+	assert_int_equal(trace_parse("t.trace", "stalloc-trace 1\na 1 1 8\0\n",
+				     25, &t),
+			 -EINVAL);
+	assert_non_null(strstr(stalloc_last_error(), "NUL"));
+	assert_int_equal(trace_load("/nonexistent/x.trace", &t), -ENOENT);
+}
+
+/* ---------------------------------------------------------- iterations */
+
+/* A copy of a shared trace without markers, optionally perturbed. */
+static char *strip_markers(const char *path, bool noise)
+{
+	static char out[] = "/tmp/stalloc-test-XXXXXX";
+	char line[512];
+	FILE *in = fopen(path, "r"), *o;
+	unsigned long n = 0, seq;
+	int fd;
+
+	assert_non_null(in);
+	strcpy(out, "/tmp/stalloc-test-XXXXXX");
+	fd = mkstemp(out);
+	assert_true(fd >= 0);
+	o = fdopen(fd, "w");
+	while (fgets(line, sizeof(line), in)) {
+		if (line[0] == 'm')
+			continue;
+		n++;
+		/* noise: three extra requests in the middle, one resized */
+		if (noise && (n == 1500 || n == 1900 || n == 2300) &&
+		    sscanf(line + 2, "%lu", &seq) == 1) {
+			fprintf(o, "a %lu %lu 12345\n", seq * 10 - 5,
+				900000 + n);
+			fprintf(o, "f %lu %lu\n", seq * 10 - 4, 900000 + n);
+		}
+		if (line[0] == 'a' || line[0] == 'f') {
+			char op;
+			unsigned long id, size;
+			int k = sscanf(line, "%c %lu %lu %lu", &op, &seq, &id,
+				       &size);
+
+			if (k == 4)
+				fprintf(o, "a %lu %lu %lu\n", seq * 10, id,
+					noise && n == 2000 ? size + 512 : size);
+			else
+				fprintf(o, "f %lu %lu\n", seq * 10, id);
+		} else {
+			fputs(line, o);
+		}
+	}
+	fclose(in);
+	fclose(o);
+	return out;
+}
+
+static void test_iterations_markers(void **state)
+{
+	struct plan_iters it;
+	struct trace t;
+
+	(void)state;
+	assert_int_equal(trace_load(workload("cpu-torch/gpt-dense.trace"), &t),
+			 0);
+	assert_int_equal(iters_find(&t, &it), 0);
+	assert_int_equal(it.source, ITER_MARKERS);
+	assert_int_equal(it.nr, 4);
+	assert_int_equal(it.seq[0], 67);
+	assert_int_equal(it.seq[1], 914);
+	assert_int_equal(it.seq[3], 2502);
+	/* the tear-down after the last iteration is not part of it */
+	assert_true(it.end < t.nr);
+	iters_free(&it);
+	trace_free(&t);
+}
+
+static void check_detected(const char *path, size_t period_events,
+			   uint64_t period_seq)
+{
+	struct plan_iters it;
+	struct trace t;
+	size_t k;
+
+	assert_int_equal(trace_load(path, &t), 0);
+	assert_int_equal(iters_find(&t, &it), 0);
+	assert_int_equal(it.source, ITER_DETECTED);
+	/* inserted requests may lengthen the period found by a few */
+	assert_true(it.period >= period_events &&
+		    it.period <= period_events + 4);
+	assert_true(it.nr >= 3);
+	/* the first iteration may be longer (optimizer state creation) */
+	for (k = 2; k < it.nr; k++) {
+		uint64_t d = it.seq[k] - it.seq[k - 1];
+
+		/* a period apart, give or take the inserted noise */
+		assert_true(d + 60 >= period_seq && d <= period_seq + 60);
+	}
+	iters_free(&it);
+	trace_free(&t);
+}
+
+static void test_iterations_detected(void **state)
+{
+	char *p;
+
+	(void)state;
+	p = strip_markers(workload("cpu-torch/gpt-dense.trace"), false);
+	check_detected(p, 790, 7940);
+	unlink(p);
+	p = strip_markers(workload("cpu-torch/gpt-moe.trace"), false);
+	check_detected(p, 1926, 19300);
+	unlink(p);
+}
+
+static void test_iterations_noise(void **state)
+{
+	char *p;
+
+	(void)state;
+	p = strip_markers(workload("cpu-torch/gpt-dense.trace"), true);
+	check_detected(p, 790, 7940);
+	unlink(p);
+}
+
+static void test_iterations_none(void **state)
+{
+	char text[1 << 16];
+	struct plan_iters it;
+	struct trace t;
+	size_t n = 0, i;
+	uint64_t x = 12345;
+
+	(void)state;
+	n += (size_t)sprintf(text, "stalloc-trace 1\n");
+	for (i = 0; i < 400; i++) {
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+		n += (size_t)sprintf(text + n, "a %zu %zu %llu\n", 2 * i, i,
+				     (unsigned long long)(x >> 40) + 1);
+		if (i % 3 == 2)
+			n += (size_t)sprintf(text + n, "f %zu %zu\n", 2 * i + 1,
+					     i - 1);
+	}
+	assert_int_equal(trace_parse("random", text, n, &t), 0);
+	assert_int_equal(iters_find(&t, &it), 0);
+	assert_int_equal(it.source, ITER_NONE);
+	assert_int_equal(it.nr, 1);
+	iters_free(&it);
+	trace_free(&t);
+}
+
+/* ------------------------------------------------------ classification */
+
+static struct stalloc_plan *plan_of(const char *path)
+{
+	struct stalloc_plan *p = NULL;
+
+	if (stalloc_plan_file(path, NULL, &p))
+		fail_msg("%s", stalloc_last_error());
+	return p;
+}
+
+static void test_classify_dense(void **state)
+{
+	struct stalloc_plan *p =
+		plan_of(workload("cpu-torch/gpt-dense.trace"));
+	struct stalloc_plan_summary s;
+
+	(void)state;
+	stalloc_plan_summary(p, &s);
+	assert_int_equal(s.iter_source, STALLOC_ITER_MARKERS);
+	assert_int_equal(s.dynamic_requests, 0);
+	assert_true(s.persistent_requests > 100);
+	assert_true(s.cross_requests > 40); /* gradients */
+	assert_true(s.static_requests > 300);
+	assert_true(s.peak >= s.lower_bound);
+	assert_int_equal(plan_validate(p, "dense"), 0);
+	stalloc_plan_free(p);
+}
+
+static void test_classify_moe(void **state)
+{
+	struct stalloc_plan *p = plan_of(workload("cpu-torch/gpt-moe.trace"));
+	struct stalloc_plan_summary s;
+	size_t i, varying = 0;
+
+	(void)state;
+	stalloc_plan_summary(p, &s);
+	/* 28% of the MoE model's requests change size every iteration */
+	assert_true(s.dynamic_requests * 100 >= 20 * p->nr_positions);
+	for (i = 0; i < p->nr_dyn; i++)
+		varying += p->dyn[i].size_min != p->dyn[i].size_max;
+	assert_true(varying * 10 >= p->nr_dyn * 9);
+	assert_true(s.dynamic_bytes >= s.reusable_bytes);
+	for (i = 0; i < p->nr_dyn; i++)
+		assert_true(p->dyn[i].nr_ranges <= 32);
+	assert_int_equal(plan_validate(p, "moe"), 0);
+	stalloc_plan_free(p);
+}
+
+/* ---------------------------------------------------------- plan files */
+
+static char plan_path[] = "/tmp/stalloc-plan-XXXXXX";
+
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static char *read_text(const char *path)
+{
+	size_t len;
+	char *text;
+
+	assert_int_equal(sa_read_file(path, &text, &len), 0);
+	return text;
+}
+
+/* Replace the checksum line so that only the semantic damage remains. */
+static void reseal(char *text)
+{
+	char *last;
+	uLong crc;
+
+	last = strstr(text, "checksum 0x");
+	assert_non_null(last);
+	crc = crc32(0L, (const Bytef *)text, (uInt)(last - text));
+	sprintf(last, "checksum 0x%08lx\n", (unsigned long)crc);
+}
+
+static void test_plan_roundtrip(void **state)
+{
+	struct stalloc_plan *p = plan_of(workload("cpu-torch/gpt-moe.trace"));
+	struct stalloc_plan *q;
+	int fd;
+
+	(void)state;
+	strcpy(plan_path, "/tmp/stalloc-plan-XXXXXX");
+	fd = mkstemp(plan_path);
+	close(fd);
+	assert_int_equal(stalloc_plan_write(p, plan_path), 0);
+	assert_int_equal(stalloc_plan_read(plan_path, &q), 0);
+	assert_int_equal(q->fingerprint, p->fingerprint);
+	assert_int_equal(q->pool, p->pool);
+	assert_int_equal(q->horizon, p->horizon);
+	assert_int_equal(q->nr_positions, p->nr_positions);
+	assert_int_equal(q->nr_ent, p->nr_ent);
+	assert_int_equal(q->nr_dyn, p->nr_dyn);
+	assert_int_equal(q->nr_ranges, p->nr_ranges);
+	assert_memory_equal(q->ent, p->ent, p->nr_ent * sizeof(*p->ent));
+	assert_memory_equal(q->dyn, p->dyn, p->nr_dyn * sizeof(*p->dyn));
+	assert_memory_equal(q->ranges, p->ranges,
+			    p->nr_ranges * sizeof(*p->ranges));
+	stalloc_plan_free(q);
+	stalloc_plan_free(p);
+	unlink(plan_path);
+}
+
+/* Apply @edit to a good plan file, reseal it if asked, expect @why. */
+static void corrupt(const char *good, void (*edit)(char *text), bool seal,
+		    const char *why)
+{
+	size_t len = strlen(good);
+	char *text = malloc(len + 4096); /* edits may grow the text */
+	struct stalloc_plan *q = NULL;
+
+	assert_non_null(text);
+	memcpy(text, good, len + 1);
+	edit(text);
+	if (seal)
+		reseal(text);
+	write_text(plan_path, text);
+	if (stalloc_plan_read(plan_path, &q) != -EINVAL ||
+	    !strstr(stalloc_last_error(), why))
+		fail_msg("expected \"%s\", got \"%s\"", why,
+			 stalloc_last_error());
+	assert_null(q);
+	free(text);
+}
+
+/* Replace the first occurrence of @from by @to (same buffer, may shrink). */
+static void swap_str(char *text, const char *from, const char *to)
+{
+	char *at = strstr(text, from);
+	size_t tail;
+
+	assert_non_null(at);
+	tail = strlen(at + strlen(from));
+	memmove(at + strlen(to), at + strlen(from), tail + 1);
+	memcpy(at, to, strlen(to));
+}
+
+static char nth_entry[256];
+
+static char *entry_line(char *text, int n)
+{
+	char *l = strstr(text, "\ne ");
+	int i;
+
+	for (i = 0; i < n && l; i++)
+		l = strstr(l + 1, "\ne ");
+	assert_non_null(l);
+	return l + 1;
+}
+
+static void ed_flip(char *t)
+{
+	t[strlen(t) / 2] ^= 1;
+}
+
+static void ed_truncate(char *t)
+{
+	t[strlen(t) * 2 / 3] = 0;
+}
+
+static void ed_version(char *t)
+{
+	swap_str(t, "stalloc-plan 1", "stalloc-plan 9");
+}
+
+/* Replace the line starting at @l with @text (no newline). */
+static void set_line(char *l, const char *text)
+{
+	char *nl = strchr(l, '\n');
+
+	memmove(l + strlen(text), nl, strlen(nl) + 1);
+	memcpy(l, text, strlen(text));
+}
+
+static void ed_pool(char *t)
+{
+	char *l = strstr(t, "\npool ") + 1, buf[64];
+	unsigned long v;
+
+	assert_int_equal(sscanf(l, "pool %lu", &v), 1);
+	snprintf(buf, sizeof(buf), "pool %lu", v / 2);
+	set_line(l, buf);
+}
+
+static void ed_offset(char *t)
+{
+	char *l = entry_line(t, 3);
+	unsigned long pos, size, off, st, en;
+	char cls;
+
+	assert_int_equal(sscanf(l, "e %c %lu %lu %lu %lu %lu", &cls, &pos,
+				&size, &off, &st, &en),
+			 6);
+	snprintf(nth_entry, sizeof(nth_entry), "e %c %lu %lu %lu %lu %lu", cls,
+		 pos, size, 1UL << 50, st, en);
+	set_line(l, nth_entry);
+}
+
+/* Move a static entry onto the offset of one it meets in time. */
+static void ed_overlap(char *t)
+{
+	int a, b;
+
+	for (a = 0; a < 2000; a++) {
+		unsigned long pa, sa, oa, xa, ya, pb, sb, ob, xb, yb;
+		char ca, cb;
+
+		assert_int_equal(sscanf(entry_line(t, a), "e %c %lu %lu %lu %lu %lu",
+					&ca, &pa, &sa, &oa, &xa, &ya),
+				 6);
+		for (b = a + 1; b < a + 40; b++) {
+			char *l = entry_line(t, b);
+
+			assert_int_equal(sscanf(l, "e %c %lu %lu %lu %lu %lu",
+						&cb, &pb, &sb, &ob, &xb, &yb),
+					 6);
+			if (ca != 's' || cb != 's' || xa >= yb || xb >= ya ||
+			    sb > sa)
+				continue;
+			snprintf(nth_entry, sizeof(nth_entry),
+				 "e %c %lu %lu %lu %lu %lu", cb, pb, sb, oa, xb,
+				 yb);
+			set_line(l, nth_entry);
+			return;
+		}
+	}
+	fail_msg("no two static entries meet in time");
+}
+
+static void ed_fingerprint(char *t)
+{
+	memcpy(strstr(t, "fingerprint 0x") + 14, "0000000000000001", 16);
+}
+
+static void ed_class(char *t)
+{
+	swap_str(t, "\ne s ", "\ne q ");
+}
+
+static void ed_duplicate(char *t)
+{
+	char *l = entry_line(t, 10), *nl = strchr(l, '\n');
+	size_t n = (size_t)(nl - l) + 1;
+
+	/* the entry again, just after itself: the same position twice */
+	memmove(l + n, l, strlen(l) + 1);
+}
+
+static void ed_range(char *t)
+{
+	char *d = strstr(t, "\nd ");
+
+	assert_non_null(d);
+	swap_str(d, ":", ":99999999999");
+}
+
+static void ed_garbage(char *t)
+{
+	swap_str(t, "checksum", "e s 1 1 1 1 1\nchecksum");
+}
+
+static void ed_count(char *t)
+{
+	swap_str(t, "\nentries ", "\nentries 9");
+}
+
+static void test_plan_corruption(void **state)
+{
+	struct stalloc_plan *p = plan_of(workload("cpu-torch/gpt-moe.trace"));
+	char *good;
+	int fd;
+
+	(void)state;
+	strcpy(plan_path, "/tmp/stalloc-plan-XXXXXX");
+	fd = mkstemp(plan_path);
+	close(fd);
+	assert_int_equal(stalloc_plan_write(p, plan_path), 0);
+	stalloc_plan_free(p);
+	good = read_text(plan_path);
+	/* each kind of damage, each named */
+	corrupt(good, ed_flip, false, "checksum mismatch");
+	corrupt(good, ed_truncate, false, "truncated");
+	corrupt(good, ed_version, true, "version 9 is not supported");
+	corrupt(good, ed_pool, true, "outside the pool");
+	corrupt(good, ed_offset, true, "outside the pool");
+	corrupt(good, ed_overlap, true, "overlap in time and address");
+	corrupt(good, ed_fingerprint, true, "fingerprint");
+	corrupt(good, ed_class, true, "unknown class");
+	corrupt(good, ed_duplicate, true, "");
+	corrupt(good, ed_range, true, "free range");
+	corrupt(good, ed_garbage, true, "unexpected line");
+	corrupt(good, ed_count, true, "");
+	/* and the good one still reads */
+	write_text(plan_path, good);
+	assert_int_equal(stalloc_plan_read(plan_path, &p), 0);
+	stalloc_plan_free(p);
+	free(good);
+	unlink(plan_path);
+	assert_int_equal(stalloc_plan_read("/nonexistent.plan", &p), -ENOENT);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_parse_good),
+		cmocka_unit_test(test_parse_bad),
+		cmocka_unit_test(test_iterations_markers),
+		cmocka_unit_test(test_iterations_detected),
+		cmocka_unit_test(test_iterations_noise),
+		cmocka_unit_test(test_iterations_none),
+		cmocka_unit_test(test_classify_dense),
+		cmocka_unit_test(test_classify_moe),
+		cmocka_unit_test(test_plan_roundtrip),
+		cmocka_unit_test(test_plan_corruption),
+	};
+	const char *s = getenv("SHARED");
+
+	snprintf(shared, sizeof(shared), "%s", s ? s : "../shared");
+	return cmocka_run_group_tests_name("planner", tests, NULL, NULL);
+}
