@@ -92,12 +92,12 @@ LIB_A := $(O)/libstalloc-internal.a
 # ---------------------------------------------------------------- tests
 FAKE_SO := $(O)/libcuda-fake.so
 FAKE_SRCS := $(wildcard tests/fakecuda/fakecuda*.c)
-TEST_NAMES := test-vmm test-util test-vmm-faults test-planner
+TEST_NAMES := test-vmm test-util test-vmm-faults test-planner test-pack
 TEST_BINS := $(TEST_NAMES:%=$(O)/tests/%)
 ifeq ($(HAVE_CUDA_H),y)
 TEST_BINS += $(O)/tests/fakecuda-selftest
 endif
-BENCH_BINS := $(O)/bench/bench-vmm
+BENCH_BINS := $(O)/bench/bench-vmm $(O)/bench/bench-pack
 DEMO_BIN := $(O)/stalloc-vmm-demo
 
 # Command-line tools: public headers only, linked to the shared library.
@@ -191,6 +191,7 @@ bench: all $(BENCH_BINS)
 ifeq ($(HAVE_CUDA_H),y)
 	$(Q)STALLOC_LIBCUDA=$(abspath $(FAKE_SO)) $(O)/bench/bench-vmm cuda
 endif
+	$(Q)python3 bench/plan-bench.py $(O) $(SHARED)
 
 demo: all $(DEMO_BIN)
 	$(Q)STALLOC_BACKEND=$${STALLOC_BACKEND:-auto} $(DEMO_BIN)

@@ -81,6 +81,7 @@ struct pack_search {
 	uint64_t nodes;
 	uint64_t node_limit;
 	uint64_t work;
+	bool dead;
 };
 
 static int pack_u32s_push(struct pack_u32s *a, uint32_t x)
@@ -401,6 +402,8 @@ static int pack_raise_neighbours(struct pack_search *s, uint32_t c,
 			continue;
 		err = pack_log(&s->off_log, v, s->min_off[v]);
 		s->min_off[v] = top;
+		if (top + s->size[v] > s->cap)
+			s->dead = true;
 		if (!err)
 			err = pack_mark_sections(s, v);
 	}
@@ -550,8 +553,9 @@ static int pack_node(struct pack_search *s, uint64_t last_off,
 		uint32_t c = s->cand.v[i];
 		size_t off_mark = s->off_log.n, floor_mark = s->floor_log.n;
 
+		s->dead = false;
 		ret = pack_place(s, c);
-		if (!ret && pack_fits(s, s->off[c]))
+		if (!ret && !s->dead && pack_fits(s, s->off[c]))
 			ret = pack_node(s, s->off[c], s->rank[c] + 1);
 		pack_unplace(s, c, off_mark, floor_mark);
 	}
