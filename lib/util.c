@@ -207,7 +207,8 @@ int sa_read_file(const char *path, char **text, size_t *len)
 	}
 	for (;;) {
 		if (cap - got < 2) {
-			nbuf = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+			nbuf = cap > SIZE_MAX / 2 ? NULL :
+						    realloc(buf, cap * 2);
 			if (!nbuf) {
 				err = sa_error(-ENOMEM, "%s: out of memory",
 					       path);

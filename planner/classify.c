@@ -101,8 +101,8 @@ static int collect_allocs(struct cls_ctx *c)
 	for (k = 0; k < it->nr; k++) {
 		size_t end = iter_end(it, k), n = 0;
 
-		c->allocs[k] = malloc((end - it->first[k] + 1) *
-				      sizeof(**c->allocs));
+		c->allocs[k] =
+			malloc((end - it->first[k] + 1) * sizeof(**c->allocs));
 		if (!c->allocs[k])
 			return -ENOMEM;
 		for (i = it->first[k]; i < end; i++)
@@ -217,8 +217,7 @@ struct pos_view {
 	uint64_t start, end_within, end_next;
 };
 
-static void view_pos(const struct cls_ctx *c, uint32_t pos,
-		     struct pos_view *v)
+static void view_pos(const struct cls_ctx *c, uint32_t pos, struct pos_view *v)
 {
 	const struct trace *t = c->t;
 	size_t s;
@@ -278,8 +277,7 @@ static void view_pos(const struct cls_ctx *c, uint32_t pos,
 	}
 }
 
-static int classify_pos(struct cls_ctx *c, uint32_t pos,
-			struct stalloc_plan *p)
+static int classify_pos(struct cls_ctx *c, uint32_t pos, struct stalloc_plan *p)
 {
 	c->posdyn[pos] = NOPOS;
 	const struct trace_event *ref = &c->t->ev[c->allocs[c->ref][pos]];
@@ -296,8 +294,8 @@ static int classify_pos(struct cls_ctx *c, uint32_t pos,
 		e.end = v.within ? v.end_within : c->horizon;
 		return push_entry(p, &e, ref->id);
 	}
-	if (v.present && v.same_size && v.within == v.judged &&
-	    v.within > 0 && !v.next && !v.later) {
+	if (v.present && v.same_size && v.within == v.judged && v.within > 0 &&
+	    !v.next && !v.later) {
 		e.cls = PLAN_STATIC;
 		e.end = v.end_within;
 		return push_entry(p, &e, ref->id);
@@ -339,8 +337,7 @@ static int classify_pos(struct cls_ctx *c, uint32_t pos,
 }
 
 /* Allocations before the first steady iteration still live after it. */
-static int classify_persistent(const struct cls_ctx *c,
-			       struct stalloc_plan *p)
+static int classify_persistent(const struct cls_ctx *c, struct stalloc_plan *p)
 {
 	size_t i, start = c->it->first[c->first_steady];
 	size_t last = c->first_steady + c->nr_steady - 1;

@@ -22,9 +22,9 @@
 /* ------------------------------------------------------------ iterations */
 
 enum iter_source {
-	ITER_MARKERS,  /* "iteration" markers */
+	ITER_MARKERS, /* "iteration" markers */
 	ITER_DETECTED, /* period found in the request sequence */
-	ITER_NONE,     /* no repetition: one static problem */
+	ITER_NONE, /* no repetition: one static problem */
 };
 
 /**
@@ -56,11 +56,11 @@ void iters_free(struct plan_iters *it);
 /* Entry classes, as written in plan files. */
 enum plan_class {
 	PLAN_PERSISTENT = 'p', /* allocated before the steady iterations */
-	PLAN_CROSS = 'x',      /* freed in the next iteration: wraps */
-	PLAN_STATIC = 's',     /* same size, same position, every iteration */
-	PLAN_ALTERNATE = 'a',  /* lives past its next instance: two slots,
+	PLAN_CROSS = 'x', /* freed in the next iteration: wraps */
+	PLAN_STATIC = 's', /* same size, same position, every iteration */
+	PLAN_ALTERNATE = 'a', /* lives past its next instance: two slots,
 				* used in even and odd iterations */
-	PLAN_DYNAMIC = 'd',    /* varies: served online */
+	PLAN_DYNAMIC = 'd', /* varies: served online */
 };
 
 /**

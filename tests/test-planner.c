@@ -90,16 +90,16 @@ static void test_parse_bad(void **state)
 		{ "stalloc-trace 1\na 5 1 8\na 5 2 8\n", ":3:", "increase" },
 		{ "stalloc-trace 1\na 5 1 8\na 4 2 8\n", ":3:", "increase" },
 		{ "stalloc-trace 1\na 1 1 8\nf 2 9\n", ":3:", "not live" },
-		{ "stalloc-trace 1\na 1 1 8\nf 2 1\nf 3 1\n", ":4:",
-		  "not live" },
+		{ "stalloc-trace 1\na 1 1 8\nf 2 1\nf 3 1\n",
+		  ":4:", "not live" },
 		{ "stalloc-trace 1\na 1 1 8\na 2 1 8\n", ":3:", "still live" },
 		{ "stalloc-trace 1\na 1 1 8 stream\n", ":2:", "key=value" },
 		{ "stalloc-trace 1\na 1 1 8 dev=-1\n", ":2:", "dev" },
-		{ "stalloc-trace 1\na 1 1 8\nm 2 two words\n", ":3:",
-		  "one word" },
+		{ "stalloc-trace 1\na 1 1 8\nm 2 two words\n",
+		  ":3:", "one word" },
 		{ "stalloc-trace 1\na 1 1 8\na 2 2 1", ":3:", "truncated" },
-		{ "stalloc-trace 1\na 1 1 99999999999999999999\n", ":2:",
-		  "size" },
+		{ "stalloc-trace 1\na 1 1 99999999999999999999\n",
+		  ":2:", "size" },
 	};
 	struct trace t;
 	size_t i;
@@ -108,7 +108,8 @@ static void test_parse_bad(void **state)
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		int err = parse(bad[i].text, &t);
 
-		if (err != -EINVAL || !strstr(stalloc_last_error(), bad[i].line) ||
+		if (err != -EINVAL ||
+		    !strstr(stalloc_last_error(), bad[i].line) ||
 		    !strstr(stalloc_last_error(), bad[i].what))
 			fail_msg("case %zu: got %d \"%s\"", i, err,
 				 stalloc_last_error());
@@ -275,8 +276,7 @@ static struct stalloc_plan *plan_of(const char *path)
 
 static void test_classify_dense(void **state)
 {
-	struct stalloc_plan *p =
-		plan_of(workload("cpu-torch/gpt-dense.trace"));
+	struct stalloc_plan *p = plan_of(workload("cpu-torch/gpt-dense.trace"));
 	struct stalloc_plan_summary s;
 
 	(void)state;
@@ -477,8 +477,9 @@ static void ed_overlap(char *t)
 		unsigned long pa, sa, oa, xa, ya, pb, sb, ob, xb, yb;
 		char ca, cb;
 
-		assert_int_equal(sscanf(entry_line(t, a), "e %c %lu %lu %lu %lu %lu",
-					&ca, &pa, &sa, &oa, &xa, &ya),
+		assert_int_equal(sscanf(entry_line(t, a),
+					"e %c %lu %lu %lu %lu %lu", &ca, &pa,
+					&sa, &oa, &xa, &ya),
 				 6);
 		for (b = a + 1; b < a + 40; b++) {
 			char *l = entry_line(t, b);

@@ -131,7 +131,8 @@ static int emit_csv(const struct stalloc_plan *p, const char *path)
 	int err;
 
 	if (!f) {
-		fprintf(stderr, "stalloc-plan: %s: %s\n", path, strerror(errno));
+		fprintf(stderr, "stalloc-plan: %s: %s\n", path,
+			strerror(errno));
 		return -EIO;
 	}
 	fprintf(f, "id,lower,upper,size,offset\n");
@@ -180,9 +181,11 @@ static void print_json(const struct stalloc_plan *p, const char *input)
 	       s.period_events);
 	for (i = 0; i < nb; i++)
 		printf("%s%" PRIu64, i ? ", " : "", b[i]);
-	printf("], \"static_requests\": %" PRIu64 ", \"cross_requests\": %" PRIu64
+	printf("], \"static_requests\": %" PRIu64
+	       ", \"cross_requests\": %" PRIu64
 	       ", \"persistent_requests\": %" PRIu64
-	       ", \"dynamic_requests\": %" PRIu64 ", \"persistent_bytes\": %" PRIu64
+	       ", \"dynamic_requests\": %" PRIu64
+	       ", \"persistent_bytes\": %" PRIu64
 	       ", \"dynamic_bytes\": %" PRIu64 ", \"reusable_bytes\": %" PRIu64
 	       ", \"fingerprint\": \"0x%016" PRIx64 "\"}\n",
 	       s.static_requests, s.cross_requests, s.persistent_requests,
@@ -209,8 +212,7 @@ static void print_human(const struct stalloc_plan *p, const char *input)
 	else if (s.iter_source == STALLOC_ITER_CSV)
 		printf(" (static problem)\n");
 	else
-		printf(", %" PRIu64 " iterations (%s%s), %" PRIu64
-		       " steady\n",
+		printf(", %" PRIu64 " iterations (%s%s), %" PRIu64 " steady\n",
 		       s.iterations,
 		       s.iter_source == STALLOC_ITER_MARKERS ? "from markers" :
 							       "detected",
@@ -226,8 +228,8 @@ static void print_human(const struct stalloc_plan *p, const char *input)
 		printf("%s\n", nb > 16 ? " ..." : "");
 	}
 	printf("  planned: %" PRIu64 " per iteration (%" PRIu64
-	       " across iterations), %" PRIu64 " persistent (%.1f MiB); %" PRIu64
-	       " dynamic positions\n",
+	       " across iterations), %" PRIu64
+	       " persistent (%.1f MiB); %" PRIu64 " dynamic positions\n",
 	       s.static_requests, s.cross_requests, s.persistent_requests,
 	       mib(s.persistent_bytes), s.dynamic_requests);
 	printf("  pool %.3f MiB, lower bound %.3f MiB, gap %.4f%%%s, "

@@ -44,11 +44,11 @@ struct stalloc_plan_options {
 
 /* How the iterations were found. */
 enum stalloc_iter_source {
-	STALLOC_ITER_MARKERS,  /* from "iteration" markers */
+	STALLOC_ITER_MARKERS, /* from "iteration" markers */
 	STALLOC_ITER_DETECTED, /* from the period of the request sequence */
-	STALLOC_ITER_NONE,     /* no repetition: planned as one problem */
-	STALLOC_ITER_CSV,      /* a CSV problem: no iterations */
-	STALLOC_ITER_FILE,     /* read from a plan file */
+	STALLOC_ITER_NONE, /* no repetition: planned as one problem */
+	STALLOC_ITER_CSV, /* a CSV problem: no iterations */
+	STALLOC_ITER_FILE, /* read from a plan file */
 };
 
 /**
