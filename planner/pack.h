@@ -83,7 +83,7 @@ uint64_t pack_lower_bound(const struct pack_buf *bufs, size_t nr,
 			  uint64_t horizon);
 
 /* True if lifetimes of @a and @b intersect (wrap-around aware). */
-bool pack_lifetimes_overlap(const struct pack_buf *a,
-			    const struct pack_buf *b, uint64_t horizon);
+bool pack_lifetimes_overlap(const struct pack_buf *a, const struct pack_buf *b,
+			    uint64_t horizon);
 
 #endif /* STALLOC_PLANNER_PACK_H */
