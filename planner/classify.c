@@ -158,14 +158,14 @@ static int align_all(struct cls_ctx *c)
 {
 	size_t s, rn = c->nr_allocs[c->ref];
 
-	c->map = calloc(c->nr_steady, sizeof(*c->map));
-	c->last_match = calloc(c->nr_steady, sizeof(*c->last_match));
+	c->map = calloc(c->nr_steady + 1, sizeof(*c->map));
+	c->last_match = calloc(c->nr_steady + 1, sizeof(*c->last_match));
 	if (!c->map || !c->last_match)
 		return -ENOMEM;
 	for (s = 0; s < c->nr_steady; s++) {
 		uint32_t pos;
 
-		c->map[s] = malloc((rn + 1) * sizeof(**c->map));
+		c->map[s] = calloc(rn + 1, sizeof(**c->map));
 		if (!c->map[s])
 			return -ENOMEM;
 		align_iter(c, c->first_steady + s, c->map[s]);
@@ -409,10 +409,10 @@ static int fill_seen(const struct cls_ctx *c, struct plan_seen *seen)
 	int err = 0;
 
 	seen->nr_iters = c->nr_steady;
-	seen->iter = calloc(c->nr_steady, sizeof(*seen->iter));
-	seen->ev = calloc(c->nr_steady, sizeof(*seen->ev));
-	seen->dyn = calloc(c->nr_steady, sizeof(*seen->dyn));
-	seen->nr = calloc(c->nr_steady, sizeof(*seen->nr));
+	seen->iter = calloc(c->nr_steady + 1, sizeof(*seen->iter));
+	seen->ev = calloc(c->nr_steady + 1, sizeof(*seen->ev));
+	seen->dyn = calloc(c->nr_steady + 1, sizeof(*seen->dyn));
+	seen->nr = calloc(c->nr_steady + 1, sizeof(*seen->nr));
 	if (!seen->iter || !seen->ev || !seen->dyn || !seen->nr)
 		return -ENOMEM;
 	for (s = 0; s < c->nr_steady && !err; s++)
@@ -459,6 +459,8 @@ int plan_classify(const struct trace *t, const struct plan_iters *it,
 	uint32_t pos;
 	int err;
 
+	if (!it->nr)
+		return sa_error(-EINVAL, "planner: %s: no iteration", t->name);
 	pick_steady(&c);
 	for (s = 0; s < c.nr_steady; s++) {
 		uint64_t l = iter_len(&c, c.first_steady + s);

@@ -70,8 +70,12 @@ struct pack_search {
 	uint64_t *min_off;
 	uint64_t *off;
 	uint32_t *rank;
-	uint32_t *unpl;
-	size_t nr_unpl;
+	uint64_t *sol;
+	uint32_t *span_lo;
+	uint32_t *span_hi;
+	uint32_t *cuts;
+	struct pack_u32s parts;
+	struct pack_u32s cutpts;
 	uint32_t *sec_stamp;
 	uint32_t sec_gen;
 	struct pack_u32s affected;
@@ -140,11 +144,15 @@ static int pack_search_alloc(struct pack_search *s)
 	s->min_off = calloc(m, sizeof(*s->min_off));
 	s->off = calloc(m, sizeof(*s->off));
 	s->rank = calloc(m, sizeof(*s->rank));
-	s->unpl = calloc(m, sizeof(*s->unpl));
+	s->sol = calloc(m, sizeof(*s->sol));
+	s->span_lo = calloc(m, sizeof(*s->span_lo));
+	s->span_hi = calloc(m, sizeof(*s->span_hi));
+	s->cuts = calloc(S + 1, sizeof(*s->cuts));
 	s->sec_stamp = calloc(S, sizeof(*s->sec_stamp));
 	if (!s->size || !s->lo || !s->hi || !s->nr_iv || !s->nb_start ||
 	    !s->sec_start || !s->floor || !s->total || !s->min_off || !s->off ||
-	    !s->rank || !s->unpl || !s->sec_stamp)
+	    !s->rank || !s->sol || !s->span_lo || !s->span_hi || !s->cuts ||
+	    !s->sec_stamp)
 		return -ENOMEM;
 	return 0;
 }
@@ -164,7 +172,12 @@ static void pack_search_free(struct pack_search *s)
 	free(s->min_off);
 	free(s->off);
 	free(s->rank);
-	free(s->unpl);
+	free(s->sol);
+	free(s->span_lo);
+	free(s->span_hi);
+	free(s->cuts);
+	free(s->parts.v);
+	free(s->cutpts.v);
 	free(s->sec_stamp);
 	free(s->affected.v);
 	free(s->cand.v);
@@ -243,6 +256,30 @@ static int pack_search_neighbours(struct pack_search *s)
 	return err;
 }
 
+/*
+ * Each item's span (first to last section, a wrap-around item spanning
+ * both ends) and, per boundary between sections b and b + 1, how many
+ * items cross it: a boundary no unplaced item crosses splits the search.
+ */
+static void pack_search_cuts(struct pack_search *s)
+{
+	size_t i, b;
+	uint32_t k;
+
+	for (i = 0; i < s->m; i++) {
+		s->span_lo[i] = s->lo[i][0];
+		s->span_hi[i] = s->hi[i][0];
+		for (k = 1; k < s->nr_iv[i]; k++) {
+			if (s->lo[i][k] < s->span_lo[i])
+				s->span_lo[i] = s->lo[i][k];
+			if (s->hi[i][k] > s->span_hi[i])
+				s->span_hi[i] = s->hi[i][k];
+		}
+		for (b = s->span_lo[i]; b + 1 < s->span_hi[i]; b++)
+			s->cuts[b]++;
+	}
+}
+
 static int pack_search_init(struct pack_search *s)
 {
 	const struct pack_ctx *ctx = s->ctx;
@@ -266,6 +303,8 @@ static int pack_search_init(struct pack_search *s)
 	err = pack_search_sections(s);
 	if (!err)
 		err = pack_search_neighbours(s);
+	if (!err)
+		pack_search_cuts(s);
 	return err;
 }
 
@@ -353,18 +392,6 @@ static void pack_unplace(struct pack_search *s, uint32_t c, size_t off_mark,
 		for (sec = s->lo[c][k]; sec < s->hi[c][k]; sec++)
 			s->total[sec] += s->size[c];
 	s->off[c] = UINT64_MAX;
-	s->nr_unpl++; /* @c is still at unpl[nr_unpl - 1]: LIFO */
-}
-
-static void pack_remove_unplaced(struct pack_search *s, uint32_t c)
-{
-	size_t i;
-
-	for (i = 0; i < s->nr_unpl; i++)
-		if (s->unpl[i] == c)
-			break;
-	s->unpl[i] = s->unpl[--s->nr_unpl];
-	s->unpl[s->nr_unpl] = c;
 }
 
 static int pack_mark_sections(struct pack_search *s, uint32_t v)
@@ -442,7 +469,6 @@ static int pack_place(struct pack_search *s, uint32_t c)
 	int err = 0;
 
 	s->off[c] = s->min_off[c];
-	pack_remove_unplaced(s, c);
 	for (k = 0; k < s->nr_iv[c]; k++)
 		for (sec = s->lo[c][k]; sec < s->hi[c][k] && !err; sec++) {
 			err = pack_log(&s->floor_log, (uint32_t)sec,
@@ -457,11 +483,23 @@ static int pack_place(struct pack_search *s, uint32_t c)
 	return err;
 }
 
-static bool pack_fits(const struct pack_search *s, uint64_t off)
+/*
+ * A subproblem: the unplaced items overlapping sections [slo, shi), which
+ * no unplaced item outside it touches, listed in s->parts.v[at, at + n).
+ */
+struct pack_part {
+	size_t at;
+	size_t n;
+	uint32_t slo;
+	uint32_t shi;
+};
+
+static bool pack_fits(const struct pack_search *s,
+		      const struct pack_part *pt, uint64_t off)
 {
 	size_t sec;
 
-	for (sec = 0; sec < s->S; sec++) {
+	for (sec = pt->slo; sec < pt->shi; sec++) {
 		uint64_t f = s->floor[sec] > off ? s->floor[sec] : off;
 
 		if (f + s->total[sec] > s->cap)
@@ -477,9 +515,9 @@ static void pack_record(struct pack_search *s)
 
 	g->peak = 0;
 	for (i = 0; i < s->m; i++) {
-		s->ctx->items[g->items[i]].off = s->off[i];
-		if (s->off[i] + s->size[i] > g->peak)
-			g->peak = s->off[i] + s->size[i];
+		s->ctx->items[g->items[i]].off = s->sol[i];
+		if (s->sol[i] + s->size[i] > g->peak)
+			g->peak = s->sol[i] + s->size[i];
 	}
 	g->method = "search";
 }
@@ -506,24 +544,30 @@ static void pack_sort_cands(struct pack_search *s, size_t base)
 	}
 }
 
-static int pack_candidates(struct pack_search *s, uint64_t last_off,
-			   uint32_t last_rank)
+/* Candidates of @pt; *left gets how many of its items are unplaced. */
+static int pack_candidates(struct pack_search *s, const struct pack_part *pt,
+			   uint64_t last_off, uint32_t last_rank, size_t *left)
 {
+	const uint32_t *items = s->parts.v + pt->at;
 	uint64_t min_top = UINT64_MAX;
 	size_t i;
 	int err = 0;
 
-	for (i = 0; i < s->nr_unpl; i++) {
-		uint32_t u = s->unpl[i];
+	*left = 0;
+	for (i = 0; i < pt->n; i++) {
+		uint32_t u = items[i];
 
+		if (s->off[u] != UINT64_MAX)
+			continue;
+		(*left)++;
 		if (s->min_off[u] + s->size[u] < min_top)
 			min_top = s->min_off[u] + s->size[u];
 	}
-	for (i = 0; i < s->nr_unpl && !err; i++) {
-		uint32_t u = s->unpl[i];
+	for (i = 0; i < pt->n && !err; i++) {
+		uint32_t u = items[i];
 		uint64_t o = s->min_off[u];
 
-		if (o >= min_top || o < last_off ||
+		if (s->off[u] != UINT64_MAX || o >= min_top || o < last_off ||
 		    (o == last_off && s->rank[u] < last_rank))
 			continue;
 		err = pack_u32s_push(&s->cand, u);
@@ -531,23 +575,84 @@ static int pack_candidates(struct pack_search *s, uint64_t last_off,
 	return err;
 }
 
-static int pack_node(struct pack_search *s, uint64_t last_off,
-		     uint32_t last_rank)
+static int pack_node(struct pack_search *s, const struct pack_part *pt,
+		     uint64_t last_off, uint32_t last_rank);
+
+/*
+ * After placing @c: the boundaries inside @pt that no unplaced item
+ * crosses any more cut it into subproblems solved one after the other.
+ */
+/* The unplaced items of @pt overlapping @sub's sections go to @sub. */
+static int pack_sub_items(struct pack_search *s, const struct pack_part *pt,
+			  struct pack_part *sub)
 {
-	size_t base = s->cand.n, i;
+	size_t j;
+	int err = 0;
+
+	for (j = 0; j < pt->n && !err; j++) {
+		uint32_t u = s->parts.v[pt->at + j];
+
+		if (s->off[u] != UINT64_MAX || s->span_hi[u] <= sub->slo ||
+		    s->span_lo[u] >= sub->shi)
+			continue;
+		err = pack_u32s_push(&s->parts, u);
+		sub->n++;
+	}
+	return err;
+}
+
+static int pack_split(struct pack_search *s, const struct pack_part *pt,
+		      uint32_t c)
+{
+	size_t cmark = s->cutpts.n, pmark = s->parts.n, i;
+	uint32_t b, lo = pt->slo;
+	int ret = 0;
+
+	for (b = s->span_lo[c]; b + 1 < s->span_hi[c]; b++)
+		if (!--s->cuts[b] && b + 1 > pt->slo && b + 1 < pt->shi && !ret)
+			ret = pack_u32s_push(&s->cutpts, b + 1);
+	if (ret)
+		goto out;
+	if (s->cutpts.n == cmark) {
+		ret = pack_node(s, pt, s->off[c], s->rank[c] + 1);
+		goto out;
+	}
+	ret = pack_u32s_push(&s->cutpts, pt->shi);
+	if (ret)
+		goto out;
+	/* Each subproblem must succeed (1) for the next one to be tried. */
+	ret = 1;
+	for (i = cmark; i < s->cutpts.n && ret == 1; i++) {
+		struct pack_part sub = { s->parts.n, 0, lo, s->cutpts.v[i] };
+
+		lo = sub.shi;
+		ret = pack_sub_items(s, pt, &sub);
+		if (!ret)
+			ret = sub.n ? pack_node(s, &sub, 0, 0) : 1;
+		s->parts.n = pmark;
+	}
+out:
+	s->cutpts.n = cmark;
+	for (b = s->span_lo[c]; b + 1 < s->span_hi[c]; b++)
+		s->cuts[b]++;
+	return ret;
+}
+
+static int pack_node(struct pack_search *s, const struct pack_part *pt,
+		     uint64_t last_off, uint32_t last_rank)
+{
+	size_t base = s->cand.n, i, left;
 	int ret = 0;
 
 	if ((++s->nodes & 15) == 0 && pack_out_of_time(s->ctx))
 		return -ETIME;
 	if (s->nodes > s->node_limit)
 		return PACK_ABORT;
-	if (!s->nr_unpl) {
-		pack_record(s);
-		return 1;
+	ret = pack_candidates(s, pt, last_off, last_rank, &left);
+	if (ret || !left) {
+		s->cand.n = base;
+		return ret ? ret : 1;
 	}
-	ret = pack_candidates(s, last_off, last_rank);
-	if (ret)
-		return ret;
 	pack_sort_cands(s, base);
 	for (i = base; i < s->cand.n && !ret; i++) {
 		uint32_t c = s->cand.v[i];
@@ -555,8 +660,10 @@ static int pack_node(struct pack_search *s, uint64_t last_off,
 
 		s->dead = false;
 		ret = pack_place(s, c);
-		if (!ret && !s->dead && pack_fits(s, s->off[c]))
-			ret = pack_node(s, s->off[c], s->rank[c] + 1);
+		if (!ret && !s->dead && pack_fits(s, pt, s->off[c]))
+			ret = pack_split(s, pt, c);
+		if (ret == 1)
+			s->sol[c] = s->off[c];
 		pack_unplace(s, c, off_mark, floor_mark);
 	}
 	s->cand.n = base;
@@ -565,16 +672,19 @@ static int pack_node(struct pack_search *s, uint64_t last_off,
 
 static int pack_search_run(struct pack_search *s)
 {
+	struct pack_part all = { 0, s->m, 0, (uint32_t)s->S };
 	uint64_t limit = s->m;
 	size_t h, i;
 	int ret;
 
+	s->parts.n = 0;
 	for (i = 0; i < s->m; i++) {
 		s->off[i] = UINT64_MAX;
-		s->unpl[i] = (uint32_t)i;
+		ret = pack_u32s_push(&s->parts, (uint32_t)i);
+		if (ret)
+			return ret;
 	}
-	s->nr_unpl = s->m;
-	if (!pack_fits(s, 0))
+	if (!pack_fits(s, &all, 0))
 		return 0;
 	for (;;) {
 		limit *= 2;
@@ -585,7 +695,9 @@ static int pack_search_run(struct pack_search *s)
 			s->ctx->nodes += s->nodes;
 			s->nodes = 0;
 			s->node_limit = limit;
-			ret = pack_node(s, 0, 0);
+			ret = pack_node(s, &all, 0, 0);
+			if (ret == 1)
+				pack_record(s);
 			if (ret != PACK_ABORT)
 				return ret;
 		}

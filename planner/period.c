@@ -36,7 +36,7 @@
 #define PERIOD_K 8
 #define PERIOD_CANDIDATES 48
 #define PERIOD_MIN_COVERAGE 0.5
-#define PERIOD_SLACK 4
+#define PERIOD_SLACK 4UL
 
 static uint64_t mix64(uint64_t x)
 {
@@ -203,7 +203,7 @@ static size_t pick_anchor(const struct period_ctx *c, size_t p)
 		lv[i] = live;
 		live = e->op == TRACE_ALLOC ? live + e->size : live - e->size;
 	}
-	for (i = lo; i < lo + p && i + c->k <= c->n; i++)
+	for (i = lo; i < lo + p && i < c->n && i + c->k <= c->n; i++)
 		if (lv[i] < best_live) {
 			best_live = lv[i];
 			best = i;
@@ -257,7 +257,7 @@ static int boundaries(struct period_ctx *c, struct plan_iters *it, size_t p)
 	bool found = true;
 	int err = 0;
 
-	b = malloc((c->n / p + 3) * 2 * sizeof(*b));
+	b = calloc((c->n / p + 3) * 2, sizeof(*b));
 	if (!b)
 		return sa_error(-ENOMEM, "planner: out of memory");
 	/* backwards from the anchor, then forwards; stop where it fades */

@@ -41,37 +41,33 @@ struct sbuf {
 static void __printf(2, 3) sb_printf(struct sbuf *b, const char *fmt, ...)
 {
 	va_list ap;
+	size_t need;
 	int n;
 
-	for (;;) {
-		size_t room = b->cap - b->len;
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || b->oom)
+		return;
+	need = b->len + (size_t)n + 1;
+	if (need > b->cap) {
+		size_t cap = b->cap ? b->cap : 1 << 16;
+		char *ns;
 
-		va_start(ap, fmt);
-		n = vsnprintf(b->s ? b->s + b->len : NULL, room, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
+		while (cap < need)
+			cap *= 2;
+		ns = realloc(b->s, cap);
+		if (!ns) {
 			b->oom = true;
 			return;
 		}
-		if ((size_t)n < room) {
-			b->len += (size_t)n;
-			return;
-		}
-		{
-			size_t cap = b->cap ? b->cap * 2 : 1 << 16;
-			char *ns;
-
-			while (cap - b->len <= (size_t)n)
-				cap *= 2;
-			ns = realloc(b->s, cap);
-			if (!ns) {
-				b->oom = true;
-				return;
-			}
-			b->s = ns;
-			b->cap = cap;
-		}
+		b->s = ns;
+		b->cap = cap;
 	}
+	va_start(ap, fmt);
+	vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
 }
 
 static void emit(const struct stalloc_plan *p, struct sbuf *b)
@@ -231,7 +227,7 @@ static int keyval(struct cursor *c, const char *key, uint64_t *v)
 {
 	if (!next_line(c))
 		return cur_err(c, "file ends before \"%s\"", key);
-	if (c->nr != 2 || strcmp(c->f[0], key))
+	if (c->nr != 2 || strcmp(c->f[0], key) != 0)
 		return cur_err(c, "expected \"%s VALUE\"", key);
 	if (!num(c->f[1], v))
 		return cur_err(c, "%s \"%s\" is not a number", key, c->f[1]);
@@ -244,7 +240,7 @@ static int read_entry(struct cursor *c, struct plan_entry *e)
 
 	if (!next_line(c))
 		return cur_err(c, "file ends inside the entries");
-	if (c->nr != 7 || strcmp(c->f[0], "e") || strlen(c->f[1]) != 1)
+	if (c->nr != 7 || strcmp(c->f[0], "e") != 0 || strlen(c->f[1]) != 1)
 		return cur_err(c, "expected \"e CLASS POS SIZE OFFSET START "
 				  "END\"");
 	e->cls = c->f[1][0];
@@ -267,7 +263,7 @@ static int read_dyn(struct cursor *c, struct stalloc_plan *p,
 
 	if (!next_line(c))
 		return cur_err(c, "file ends inside the dynamic positions");
-	if (c->nr < 8 || strcmp(c->f[0], "d"))
+	if (c->nr < 8 || strcmp(c->f[0], "d") != 0)
 		return cur_err(c, "expected \"d POS MIN MAX START END WRAPS N "
 				  "RANGES...\"");
 	if (!num(c->f[1], &pos) || pos > UINT32_MAX ||
@@ -303,7 +299,7 @@ static int read_dyn(struct cursor *c, struct stalloc_plan *p,
 /* Verify and strip the final checksum line. */
 static int check_crc(const char *name, char *text, size_t len)
 {
-	char *last;
+	char *last, *end;
 	unsigned long want;
 	uLong got;
 
@@ -315,10 +311,15 @@ static int check_crc(const char *name, char *text, size_t len)
 	text[len - 1] = 0;
 	last = strrchr(text, '\n');
 	last = last ? last + 1 : text;
-	if (sscanf(last, "checksum 0x%lx", &want) != 1)
+	if (strncmp(last, "checksum 0x", 11) != 0)
 		return sa_error(-EINVAL,
 				"plan: %s: truncated (the last line "
 				"is not a checksum)",
+				name);
+	errno = 0;
+	want = strtoul(last + 11, &end, 16);
+	if (errno || end == last + 11 || *end)
+		return sa_error(-EINVAL, "plan: %s: malformed checksum line",
 				name);
 	got = crc32(0L, (const Bytef *)text, (uInt)(last - text));
 	if (got != want)
@@ -364,7 +365,7 @@ static int parse(struct cursor *c, struct stalloc_plan *p)
 	uint64_t v, nent, ndyn, i;
 	int err;
 
-	if (!next_line(c) || c->nr != 2 || strcmp(c->f[0], PLAN_MAGIC))
+	if (!next_line(c) || c->nr != 2 || strcmp(c->f[0], PLAN_MAGIC) != 0)
 		return cur_err(c, "not a stalloc plan");
 	if (!num(c->f[1], &v) || v != PLAN_VERSION)
 		return cur_err(c,

@@ -235,21 +235,22 @@ static int trace_pair(struct trace *t)
 	qsort(r, n, sizeof(*r), id_ref_cmp);
 	for (i = 0; i < n; i++) {
 		struct trace_event *e = &t->ev[r[i].idx];
-		bool same = i && r[i - 1].id == r[i].id;
-		struct trace_event *prev = same ? &t->ev[r[i - 1].idx] : NULL;
+		struct trace_event *prev = NULL;
+		const char *bad_why = NULL;
 
-		if (e->op == TRACE_FREE && (!prev || prev->op == TRACE_FREE)) {
+		if (i && r[i - 1].id == r[i].id)
+			prev = &t->ev[r[i - 1].idx];
+		if (e->op == TRACE_FREE && (!prev || prev->op == TRACE_FREE))
+			bad_why = "free of an ID that is not live";
+		else if (e->op == TRACE_ALLOC && prev &&
+			 prev->op == TRACE_ALLOC)
+			bad_why = "allocation of an ID that is still live";
+		if (bad_why) {
 			if (r[i].idx < bad) {
 				bad = r[i].idx;
-				why = "free of an ID that is not live";
+				why = bad_why;
 			}
-		} else if (e->op == TRACE_ALLOC && prev &&
-			   prev->op == TRACE_ALLOC) {
-			if (r[i].idx < bad) {
-				bad = r[i].idx;
-				why = "allocation of an ID that is still live";
-			}
-		} else if (e->op == TRACE_FREE) {
+		} else if (e->op == TRACE_FREE && prev) {
 			e->peer = r[i - 1].idx;
 			e->size = prev->size;
 			prev->peer = r[i].idx;
@@ -267,7 +268,7 @@ static int trace_header(struct trace_line *l)
 {
 	uint64_t v;
 
-	if (l->nr != 2 || strcmp(l->field[0], "stalloc-trace"))
+	if (l->nr != 2 || strcmp(l->field[0], "stalloc-trace") != 0)
 		return trace_err(l, "not a stalloc trace (want \"stalloc-trace "
 				    "1\" as the first line)");
 	if (!parse_u64(l->field[1], 10, &v) || v != 1)

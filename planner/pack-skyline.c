@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: MIT
+/*
+ * planner/pack-skyline.c - bottom-up greedy packing of one group
+ *
+ * pack_skyline() builds the packing the exact search would reach first
+ * with no backtracking (MiniMalloc's canonical placements): it always
+ * fills the lowest offset any unplaced item can take, choosing among the
+ * items that can go there the one first in a static order (area, then
+ * size, or size, then lifetime).  An item's lowest offset is the highest
+ * top already placed in its sections (the "skyline"), kept in a segment
+ * tree; the items wait in a heap keyed by (lowest offset, rank) whose keys
+ * are refreshed lazily: a popped item whose offset went up is pushed back.
+ *
+ * Placing an item at the skyline maximum x of its sections sets them all
+ * to x + size, which is above every value there, so a section's height
+ * is the largest tag on its root path and no lazy propagation is needed.
+ *
+ * Invariant: when it returns 0, the group's item offsets form a valid
+ * packing whose peak is g->peak (the best order's, or the packing it had
+ * before if that was better).  No locking: one ctx per thread.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "lib/util.h"
+#include "planner/pack-internal.h"
+
+struct pack_sky_ent {
+	uint64_t key;
+	uint32_t rank;
+	uint32_t id;
+};
+
+struct pack_sky {
+	struct pack_ctx *ctx;
+	struct pack_group *g;
+	size_t P;
+	uint64_t *mx;  /* max height below a node */
+	uint64_t *tag; /* height set on the node's whole range */
+	struct pack_sky_ent *heap;
+	size_t nr_heap;
+	uint32_t *order; /* ranked items, g->items indices */
+	uint64_t *off;
+	uint64_t *best;
+};
+
+static uint64_t pack_max64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+/* Highest top placed in local sections [lo, hi). */
+static uint64_t pack_sky_query(const struct pack_sky *t, size_t lo, size_t hi)
+{
+	size_t l = lo + t->P, r = hi + t->P, x;
+	uint64_t m = 0;
+
+	for (; l < r; l >>= 1, r >>= 1) {
+		if (l & 1) {
+			m = pack_max64(m, t->mx[l]);
+			for (x = l >> 1; x; x >>= 1)
+				m = pack_max64(m, t->tag[x]);
+			l++;
+		}
+		if (r & 1) {
+			--r;
+			m = pack_max64(m, t->mx[r]);
+			for (x = r >> 1; x; x >>= 1)
+				m = pack_max64(m, t->tag[x]);
+		}
+	}
+	return m;
+}
+
+/* Local sections [lo, hi) become @v high (@v is above all of them). */
+static void pack_sky_set(struct pack_sky *t, size_t lo, size_t hi, uint64_t v)
+{
+	size_t l = lo + t->P, r = hi + t->P, a = l, b = r - 1;
+
+	for (; l < r; l >>= 1, r >>= 1) {
+		if (l & 1) {
+			t->tag[l] = v;
+			t->mx[l++] = v;
+		}
+		if (r & 1) {
+			t->tag[--r] = v;
+			t->mx[r] = v;
+		}
+	}
+	for (a >>= 1; a; a >>= 1)
+		t->mx[a] = pack_max64(t->mx[a], v);
+	for (b >>= 1; b; b >>= 1)
+		t->mx[b] = pack_max64(t->mx[b], v);
+}
+
+static bool pack_sky_less(const struct pack_sky_ent *a,
+			  const struct pack_sky_ent *b)
+{
+	return a->key != b->key ? a->key < b->key : a->rank < b->rank;
+}
+
+static void pack_sky_push(struct pack_sky *t, struct pack_sky_ent e)
+{
+	size_t i = t->nr_heap++;
+
+	while (i) {
+		size_t p = (i - 1) / 2;
+
+		if (!pack_sky_less(&e, &t->heap[p]))
+			break;
+		t->heap[i] = t->heap[p];
+		i = p;
+	}
+	t->heap[i] = e;
+}
+
+static struct pack_sky_ent pack_sky_pop(struct pack_sky *t)
+{
+	struct pack_sky_ent top = t->heap[0], e = t->heap[--t->nr_heap];
+	size_t i = 0, n = t->nr_heap;
+
+	for (;;) {
+		size_t c = 2 * i + 1;
+
+		if (c >= n)
+			break;
+		if (c + 1 < n && pack_sky_less(&t->heap[c + 1], &t->heap[c]))
+			c++;
+		if (!pack_sky_less(&t->heap[c], &e))
+			break;
+		t->heap[i] = t->heap[c];
+		i = c;
+	}
+	if (n)
+		t->heap[i] = e;
+	return top;
+}
+
+static size_t pack_sky_lo(const struct pack_ctx *ctx,
+			  const struct pack_item *it, uint32_t k)
+{
+	return ctx->loc[it->lo[k]];
+}
+
+static size_t pack_sky_hi(const struct pack_ctx *ctx,
+			  const struct pack_item *it, uint32_t k)
+{
+	return ctx->loc[it->lo[k]] + (it->hi[k] - it->lo[k]);
+}
+
+static uint64_t pack_sky_min_off(const struct pack_sky *t,
+				 const struct pack_item *it)
+{
+	uint64_t m = 0;
+	uint32_t k;
+
+	for (k = 0; k < it->nr_iv; k++)
+		m = pack_max64(m, pack_sky_query(t, pack_sky_lo(t->ctx, it, k),
+						 pack_sky_hi(t->ctx, it, k)));
+	return m;
+}
+
+/* One bottom-up pass in the order of t->order; returns the peak. */
+static uint64_t pack_sky_pass(struct pack_sky *t)
+{
+	const struct pack_ctx *ctx = t->ctx;
+	uint64_t peak = 0;
+	size_t i;
+	uint32_t k;
+
+	memset(t->mx, 0, 2 * t->P * sizeof(*t->mx));
+	memset(t->tag, 0, 2 * t->P * sizeof(*t->tag));
+	t->nr_heap = 0;
+	for (i = 0; i < t->g->nr; i++)
+		pack_sky_push(t, (struct pack_sky_ent){ 0, (uint32_t)i,
+							t->order[i] });
+	while (t->nr_heap) {
+		struct pack_sky_ent e = pack_sky_pop(t);
+		const struct pack_item *it = &ctx->items[t->g->items[e.id]];
+		uint64_t m = pack_sky_min_off(t, it);
+
+		if (m > e.key) {
+			e.key = m;
+			pack_sky_push(t, e);
+			continue;
+		}
+		t->off[e.id] = m;
+		for (k = 0; k < it->nr_iv; k++)
+			pack_sky_set(t, pack_sky_lo(ctx, it, k),
+				     pack_sky_hi(ctx, it, k), m + it->size);
+		peak = pack_max64(peak, m + it->size);
+	}
+	return peak;
+}
+
+struct pack_sky_key {
+	uint64_t k1;
+	uint64_t k2;
+	uint32_t id;
+};
+
+static int pack_sky_key_cmp(const void *pa, const void *pb)
+{
+	const struct pack_sky_key *a = pa, *b = pb;
+
+	if (a->k1 != b->k1)
+		return a->k1 > b->k1 ? -1 : 1;
+	if (a->k2 != b->k2)
+		return a->k2 > b->k2 ? -1 : 1;
+	return (a->id > b->id) - (a->id < b->id);
+}
+
+enum { PACK_SKY_AREA, PACK_SKY_SIZE, PACK_SKY_NR_ORDERS };
+
+static const char *const pack_sky_names[PACK_SKY_NR_ORDERS] = {
+	"skyline-area", "skyline-size"
+};
+
+/* Rank the items (largest key first) into t->order. */
+static int pack_sky_rank(struct pack_sky *t, int o)
+{
+	struct pack_sky_key *keys = malloc(t->g->nr * sizeof(*keys));
+	size_t i;
+
+	if (!keys)
+		return -ENOMEM;
+	for (i = 0; i < t->g->nr; i++) {
+		const struct pack_item *it = &t->ctx->items[t->g->items[i]];
+		uint64_t area;
+
+		if (__builtin_mul_overflow(it->size, it->len, &area))
+			area = UINT64_MAX;
+		keys[i].k1 = o == PACK_SKY_AREA ? area : it->size;
+		keys[i].k2 = o == PACK_SKY_AREA ? it->size : it->len;
+		keys[i].id = (uint32_t)i;
+	}
+	qsort(keys, t->g->nr, sizeof(*keys), pack_sky_key_cmp);
+	for (i = 0; i < t->g->nr; i++)
+		t->order[i] = keys[i].id;
+	free(keys);
+	return 0;
+}
+
+static int pack_sky_run(struct pack_sky *t)
+{
+	struct pack_group *g = t->g;
+	uint64_t peak;
+	size_t i;
+	int o, err;
+
+	for (o = 0; o < PACK_SKY_NR_ORDERS; o++) {
+		if (g->method && (g->peak <= g->load ||
+				  pack_out_of_time(t->ctx)))
+			break;
+		err = pack_sky_rank(t, o);
+		if (err)
+			return err;
+		peak = pack_sky_pass(t);
+		if (g->method && peak >= g->peak)
+			continue;
+		g->peak = peak;
+		g->method = pack_sky_names[o];
+		for (i = 0; i < g->nr; i++)
+			t->ctx->items[g->items[i]].off = t->off[i];
+	}
+	return 0;
+}
+
+int pack_skyline(struct pack_ctx *ctx, struct pack_group *g)
+{
+	struct pack_sky t = { 0 };
+	int err = -ENOMEM;
+
+	t.ctx = ctx;
+	t.g = g;
+	t.P = 1;
+	while (t.P < g->nr_secs)
+		t.P *= 2;
+	t.mx = malloc(2 * t.P * sizeof(*t.mx));
+	t.tag = malloc(2 * t.P * sizeof(*t.tag));
+	t.heap = malloc((g->nr + 1) * sizeof(*t.heap));
+	t.order = malloc((g->nr + 1) * sizeof(*t.order));
+	t.off = malloc((g->nr + 1) * sizeof(*t.off));
+	if (t.mx && t.tag && t.heap && t.order && t.off)
+		err = pack_sky_run(&t);
+	free(t.off);
+	free(t.order);
+	free(t.heap);
+	free(t.tag);
+	free(t.mx);
+	return err;
+}
