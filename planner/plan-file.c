@@ -40,15 +40,20 @@ struct sbuf {
 
 static void __printf(2, 3) sb_printf(struct sbuf *b, const char *fmt, ...)
 {
+	char *piece = NULL;
 	va_list ap;
 	size_t need;
 	int n;
 
 	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
+	n = vasprintf(&piece, fmt, ap);
 	va_end(ap);
-	if (n < 0 || b->oom)
-		return;
+	if (n < 0)
+		piece = NULL; /* undefined after a failure */
+	if (n < 0 || b->oom) {
+		b->oom = true;
+		goto out;
+	}
 	need = b->len + (size_t)n + 1;
 	if (need > b->cap) {
 		size_t cap = b->cap ? b->cap : 1 << 16;
@@ -59,15 +64,15 @@ static void __printf(2, 3) sb_printf(struct sbuf *b, const char *fmt, ...)
 		ns = realloc(b->s, cap);
 		if (!ns) {
 			b->oom = true;
-			return;
+			goto out;
 		}
 		b->s = ns;
 		b->cap = cap;
 	}
-	va_start(ap, fmt);
-	vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
-	va_end(ap);
+	memcpy(b->s + b->len, piece, (size_t)n + 1);
 	b->len += (size_t)n;
+out:
+	free(piece);
 }
 
 static void emit(const struct stalloc_plan *p, struct sbuf *b)
