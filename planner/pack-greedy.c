@@ -339,9 +339,13 @@ static int pack_greedy_run(struct pack_greedy_state *st)
 	uint64_t peak;
 	int o, err;
 
-	g->peak = UINT64_MAX;
+	if (g->method)
+		pack_save(st, false);
+	else
+		g->peak = UINT64_MAX;
 	for (o = 0; o < PACK_NR_ORDERS; o++) {
-		if (o && (g->peak <= ctx->target || pack_out_of_time(ctx)))
+		if ((o || g->method) &&
+		    (g->peak <= g->load || pack_out_of_time(ctx)))
 			break;
 		err = pack_greedy_order(st, (enum pack_order)o, &peak);
 		if (err)

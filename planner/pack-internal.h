@@ -91,8 +91,16 @@ struct pack_ctx {
 double pack_elapsed_ms(const struct pack_ctx *ctx);
 bool pack_out_of_time(const struct pack_ctx *ctx);
 
-/* Greedy best fit in several orders; sets item offsets and g->peak. */
+/*
+ * Greedy best fit in several orders; sets item offsets and g->peak, or
+ * keeps the group's current packing (g->method set) when it is better.
+ */
 int pack_greedy(struct pack_ctx *ctx, struct pack_group *g);
+/*
+ * Bottom-up greedy (always fill the lowest free offset); keeps the
+ * group's current packing when it is better.  O(n log n log S) a pass.
+ */
+int pack_skyline(struct pack_ctx *ctx, struct pack_group *g);
 /* Online first fit in start order: O(n log n), for very large groups. */
 int pack_sweep(struct pack_ctx *ctx, struct pack_group *g);
 /* Overlapping pairs in @g, counted by a sweep (wrap pieces counted apart). */

@@ -494,8 +494,8 @@ struct pack_part {
 	uint32_t shi;
 };
 
-static bool pack_fits(const struct pack_search *s,
-		      const struct pack_part *pt, uint64_t off)
+static bool pack_fits(const struct pack_search *s, const struct pack_part *pt,
+		      uint64_t off)
 {
 	size_t sec;
 

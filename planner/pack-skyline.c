@@ -21,6 +21,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "lib/util.h"
 #include "planner/pack-internal.h"
@@ -35,13 +36,12 @@ struct pack_sky {
 	struct pack_ctx *ctx;
 	struct pack_group *g;
 	size_t P;
-	uint64_t *mx;  /* max height below a node */
+	uint64_t *mx; /* max height below a node */
 	uint64_t *tag; /* height set on the node's whole range */
 	struct pack_sky_ent *heap;
 	size_t nr_heap;
 	uint32_t *order; /* ranked items, g->items indices */
 	uint64_t *off;
-	uint64_t *best;
 };
 
 static uint64_t pack_max64(uint64_t a, uint64_t b)
@@ -49,26 +49,26 @@ static uint64_t pack_max64(uint64_t a, uint64_t b)
 	return a > b ? a : b;
 }
 
-/* Highest top placed in local sections [lo, hi). */
+/*
+ * Highest top placed in local sections [lo, hi): the canonical nodes'
+ * maxima and the tags above them, which all lie on the paths from the
+ * two end leaves to the root (a tag inside the range is below a maximum).
+ */
 static uint64_t pack_sky_query(const struct pack_sky *t, size_t lo, size_t hi)
 {
 	size_t l = lo + t->P, r = hi + t->P, x;
 	uint64_t m = 0;
 
 	for (; l < r; l >>= 1, r >>= 1) {
-		if (l & 1) {
-			m = pack_max64(m, t->mx[l]);
-			for (x = l >> 1; x; x >>= 1)
-				m = pack_max64(m, t->tag[x]);
-			l++;
-		}
-		if (r & 1) {
-			--r;
-			m = pack_max64(m, t->mx[r]);
-			for (x = r >> 1; x; x >>= 1)
-				m = pack_max64(m, t->tag[x]);
-		}
+		if (l & 1)
+			m = pack_max64(m, t->mx[l++]);
+		if (r & 1)
+			m = pack_max64(m, t->mx[--r]);
 	}
+	for (x = (lo + t->P) >> 1; x; x >>= 1)
+		m = pack_max64(m, t->tag[x]);
+	for (x = (hi - 1 + t->P) >> 1; x; x >>= 1)
+		m = pack_max64(m, t->tag[x]);
 	return m;
 }
 
@@ -249,8 +249,8 @@ static int pack_sky_run(struct pack_sky *t)
 	int o, err;
 
 	for (o = 0; o < PACK_SKY_NR_ORDERS; o++) {
-		if (g->method && (g->peak <= g->load ||
-				  pack_out_of_time(t->ctx)))
+		if (g->method &&
+		    (g->peak <= g->load || pack_out_of_time(t->ctx)))
 			break;
 		err = pack_sky_rank(t, o);
 		if (err)

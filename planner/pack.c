@@ -30,6 +30,8 @@
 #define PACK_SEARCH_MAX_EDGES (8u << 20)
 #define PACK_SEARCH_MAX_ITEMS 8000
 #define PACK_GREEDY_MAX_EDGES (96u << 20)
+/* The best-fit greedy (after the skyline one) costs O(E log E). */
+#define PACK_BEST_FIT_MAX_EDGES (4u << 20)
 
 double pack_elapsed_ms(const struct pack_ctx *ctx)
 {
@@ -431,6 +433,9 @@ static int pack_construct(struct pack_ctx *ctx)
 		if (g->edges > PACK_GREEDY_MAX_EDGES)
 			err = pack_sweep(ctx, g);
 		else
+			err = pack_skyline(ctx, g);
+		if (!err && g->edges <= PACK_BEST_FIT_MAX_EDGES &&
+		    g->peak > g->load)
 			err = pack_greedy(ctx, g);
 		if (err)
 			return err;

@@ -255,6 +255,9 @@ static void test_pack_small(void **state)
 	run_random(12, 16, false, true, 150, 1);
 	run_random(12, 16, true, true, 150, 2);
 	run_random(40, 64, true, false, 100, 3);
+	/* Sparse in time: the search splits into subproblems. */
+	run_random(24, 96, false, true, 200, 7);
+	run_random(24, 96, true, true, 200, 8);
 }
 
 static void test_pack_medium(void **state)
