@@ -28,6 +28,7 @@
 #include "lib/util.h"
 #include "planner/pack-internal.h"
 
+/* A node's list: a slice of the tree's pool, sized for the whole group. */
 struct pack_vec {
 	uint32_t *v;
 	uint32_t n;
@@ -38,6 +39,7 @@ struct pack_tree {
 	size_t P;
 	struct pack_vec *cover;
 	struct pack_vec *part;
+	uint32_t *pool;
 };
 
 /* A placed neighbour: the address range [off, top) is taken. */
@@ -61,35 +63,83 @@ struct pack_greedy_state {
 	uint64_t *best_off;
 };
 
-static int pack_vec_push(struct pack_vec *v, uint32_t x)
+/*
+ * File @id in the nodes for local sections [lo, hi); with @count, only
+ * reserve room (cap) for it: every order inserts the same ranges.
+ */
+static void pack_vec_add(struct pack_vec *v, uint32_t id, bool count)
 {
-	if (v->n == v->cap) {
-		uint32_t cap = v->cap ? v->cap * 2 : 4;
-		uint32_t *p = realloc(v->v, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		v->v = p;
-		v->cap = cap;
-	}
-	v->v[v->n++] = x;
-	return 0;
+	if (count)
+		v->cap++;
+	else if (v->n < v->cap)
+		v->v[v->n++] = id;
 }
 
-static int pack_tree_init(struct pack_tree *t, size_t nr_secs)
+static void pack_tree_insert(struct pack_tree *t, size_t lo, size_t hi,
+			     uint32_t id, bool count)
 {
+	size_t l = lo + t->P, r = hi + t->P, a = l, b = r - 1;
+
+	for (; l < r; l >>= 1, r >>= 1) {
+		if (l & 1)
+			pack_vec_add(&t->cover[l++], id, count);
+		if (r & 1)
+			pack_vec_add(&t->cover[--r], id, count);
+	}
+	for (; a != b; a >>= 1, b >>= 1) {
+		pack_vec_add(&t->part[a], id, count);
+		pack_vec_add(&t->part[b], id, count);
+	}
+	for (; a; a >>= 1)
+		pack_vec_add(&t->part[a], id, count);
+}
+
+static size_t pack_local_lo(const struct pack_ctx *ctx,
+			    const struct pack_item *it, uint32_t k)
+{
+	return ctx->loc[it->lo[k]];
+}
+
+static size_t pack_local_hi(const struct pack_ctx *ctx,
+			    const struct pack_item *it, uint32_t k)
+{
+	return ctx->loc[it->lo[k]] + (it->hi[k] - it->lo[k]);
+}
+
+/* Nodes with room for every item of @g, in one pool. */
+static int pack_tree_init(struct pack_tree *t, const struct pack_ctx *ctx,
+			  const struct pack_group *g)
+{
+	size_t i, total = 0;
+	uint32_t k;
+
 	t->P = 1;
-	while (t->P < nr_secs)
+	while (t->P < g->nr_secs)
 		t->P *= 2;
-	t->cover = calloc(2 * t->P, sizeof(*t->cover));
-	t->part = calloc(2 * t->P, sizeof(*t->part));
-	if (t->cover && t->part)
-		return 0;
-	free(t->cover);
-	free(t->part);
-	t->cover = NULL;
-	t->part = NULL;
-	return -ENOMEM;
+	/* One block: cover lists, then part lists. */
+	t->cover = calloc(4 * t->P, sizeof(*t->cover));
+	if (!t->cover)
+		return -ENOMEM;
+	t->part = t->cover + 2 * t->P;
+	for (i = 0; i < g->nr; i++) {
+		const struct pack_item *it = &ctx->items[g->items[i]];
+
+		for (k = 0; k < it->nr_iv; k++)
+			pack_tree_insert(t, pack_local_lo(ctx, it, k),
+					 pack_local_hi(ctx, it, k), 0, true);
+	}
+	for (i = 0; i < 2 * t->P; i++)
+		total += t->cover[i].cap + t->part[i].cap;
+	t->pool = malloc((total + 1) * sizeof(*t->pool));
+	if (!t->pool)
+		return -ENOMEM;
+	for (total = 0, i = 0; i < 2 * t->P; i++) {
+		t->cover[i].v = t->pool + total;
+		total += t->cover[i].cap;
+		t->part[i].v = t->pool + total;
+		total += t->part[i].cap;
+	}
+	return 0;
 }
 
 static void pack_tree_reset(struct pack_tree *t)
@@ -104,35 +154,8 @@ static void pack_tree_reset(struct pack_tree *t)
 
 static void pack_tree_free(struct pack_tree *t)
 {
-	size_t i;
-
-	for (i = 0; t->cover && i < 2 * t->P; i++)
-		free(t->cover[i].v);
-	for (i = 0; t->part && i < 2 * t->P; i++)
-		free(t->part[i].v);
+	free(t->pool);
 	free(t->cover);
-	free(t->part);
-}
-
-static int pack_tree_insert(struct pack_tree *t, size_t lo, size_t hi,
-			    uint32_t id)
-{
-	size_t l = lo + t->P, r = hi + t->P, a = l, b = r - 1;
-	int err = 0;
-
-	for (; l < r; l >>= 1, r >>= 1) {
-		if (l & 1)
-			err |= pack_vec_push(&t->cover[l++], id);
-		if (r & 1)
-			err |= pack_vec_push(&t->cover[--r], id);
-	}
-	for (; a != b; a >>= 1, b >>= 1) {
-		err |= pack_vec_push(&t->part[a], id);
-		err |= pack_vec_push(&t->part[b], id);
-	}
-	for (; a; a >>= 1)
-		err |= pack_vec_push(&t->part[a], id);
-	return err ? -ENOMEM : 0;
 }
 
 static size_t pack_report(struct pack_greedy_state *st,
@@ -161,6 +184,8 @@ static size_t pack_tree_query(struct pack_greedy_state *st, size_t lo,
 	const struct pack_tree *t = &st->tree;
 	size_t l = lo + t->P, r = hi + t->P, a = l;
 
+	if (lo >= hi || hi > t->P)
+		return n;
 	for (; l < r; l >>= 1, r >>= 1) {
 		if (l & 1) {
 			n = pack_report(st, &t->cover[l], n);
@@ -208,25 +233,12 @@ static uint64_t pack_best_fit(struct pack_span *nb, size_t n, uint64_t size)
 	return best != UINT64_MAX ? best : cur;
 }
 
-static size_t pack_local_lo(const struct pack_ctx *ctx,
-			    const struct pack_item *it, uint32_t k)
-{
-	return ctx->loc[it->lo[k]];
-}
-
-static size_t pack_local_hi(const struct pack_ctx *ctx,
-			    const struct pack_item *it, uint32_t k)
-{
-	return ctx->loc[it->lo[k]] + (it->hi[k] - it->lo[k]);
-}
-
 static int pack_place(struct pack_greedy_state *st, uint32_t id, uint64_t *peak)
 {
 	struct pack_ctx *ctx = st->ctx;
 	struct pack_item *it = &ctx->items[id];
 	size_t n = 0;
 	uint32_t k;
-	int err = 0;
 
 	if (++ctx->stamp_gen == 0) {
 		memset(ctx->stamp, 0, ctx->nr_items * sizeof(*ctx->stamp));
@@ -238,10 +250,10 @@ static int pack_place(struct pack_greedy_state *st, uint32_t id, uint64_t *peak)
 	it->off = pack_best_fit(st->nb, n, it->size);
 	if (it->off + it->size > *peak)
 		*peak = it->off + it->size;
-	for (k = 0; k < it->nr_iv && !err; k++)
-		err = pack_tree_insert(&st->tree, pack_local_lo(ctx, it, k),
-				       pack_local_hi(ctx, it, k), id);
-	return err;
+	for (k = 0; k < it->nr_iv; k++)
+		pack_tree_insert(&st->tree, pack_local_lo(ctx, it, k),
+				 pack_local_hi(ctx, it, k), id, false);
+	return 0;
 }
 
 static int pack_key_cmp(const void *pa, const void *pb)
@@ -374,7 +386,7 @@ int pack_greedy(struct pack_ctx *ctx, struct pack_group *g)
 	st.keys = malloc(g->nr * sizeof(*st.keys));
 	st.best_off = calloc(g->nr, sizeof(*st.best_off));
 	if (st.nb && st.keys && st.best_off &&
-	    !pack_tree_init(&st.tree, g->nr_secs))
+	    !pack_tree_init(&st.tree, ctx, g))
 		err = pack_greedy_run(&st);
 	pack_tree_free(&st.tree);
 	free(st.best_off);
