@@ -195,6 +195,11 @@ endif
 
 demo: all $(DEMO_BIN)
 	$(Q)STALLOC_BACKEND=$${STALLOC_BACKEND:-auto} $(DEMO_BIN)
+	$(Q)for t in $(wildcard $(SHARED)/workloads/cpu-torch/*.trace); do \
+		echo; $(O)/stalloc-plan -o $(O)/$$(basename $$t .trace).plan \
+		$$t || exit 1; \
+		echo "  plan written to $(O)/$$(basename $$t .trace).plan"; \
+	done
 
 install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR)/stalloc \
