@@ -329,52 +329,6 @@ err_free:
 	return err;
 }
 
-static int csv_read_file(const char *path, char **text, size_t *len)
-{
-	struct stat st;
-	size_t got = 0;
-	ssize_t n;
-	int fd, err;
-	char *buf;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		err = -errno;
-		return sa_error(err, "csv: %s: cannot open: %s", path,
-				strerror(-err));
-	}
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size < 0 ||
-	    (uint64_t)st.st_size >= SIZE_MAX) {
-		err = sa_error(-EINVAL, "csv: %s: not a regular file", path);
-		goto err_close;
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		err = sa_error(-ENOMEM, "csv: %s: out of memory", path);
-		goto err_close;
-	}
-	while (got < (size_t)st.st_size) {
-		n = read(fd, buf + got, (size_t)st.st_size - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			err = sa_error(-EIO, "csv: %s: read failed", path);
-			goto err_free;
-		}
-		got += (size_t)n;
-	}
-	close(fd);
-	*text = buf;
-	*len = got;
-	return 0;
-
-err_free:
-	free(buf);
-err_close:
-	close(fd);
-	return err;
-}
-
 int csv_load(const char *path, struct csv_problem *out)
 {
 	char *text = NULL;
@@ -382,7 +336,7 @@ int csv_load(const char *path, struct csv_problem *out)
 	int err;
 
 	memset(out, 0, sizeof(*out));
-	err = csv_read_file(path, &text, &len);
+	err = sa_read_file(path, &text, &len);
 	if (err)
 		return err;
 	err = csv_parse(path, text, len, out);
