@@ -14,13 +14,10 @@
  * No global state, no locking: the functions are reentrant.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "lib/util.h"
 #include "planner/csv.h"
