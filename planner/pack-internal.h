@@ -64,6 +64,9 @@ struct pack_group {
 /**
  * struct pack_ctx - one pack_solve() call
  * @target: the peak every group must reach for the whole to reach LOAD
+ * @cut: time rotated to 0 (see pack.c); only buffers live across it wrap
+ *	and go to the bottom
+ * @part_base: some of those do not live throughout
  * @nodes: search nodes explored so far
  * @pool: storage of every group's @items and @secs
  * @loc: per section, its index in its group's @secs (a lifetime piece
@@ -80,6 +83,9 @@ struct pack_ctx {
 	struct timespec t0;
 	double limit_ms;
 	bool no_search;
+	uint64_t horizon;
+	uint64_t cut;
+	bool part_base;
 	uint64_t nodes;
 	uint32_t *pool;
 	uint32_t *loc;

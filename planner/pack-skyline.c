@@ -180,6 +180,7 @@ static uint64_t pack_sky_pass(struct pack_sky *t)
 		uint64_t m = pack_sky_min_off(t, it);
 
 		if (m > e.key) {
+			if (getenv("PACK_DEBUG")) t->ctx->nodes++;
 			e.key = m;
 			pack_sky_push(t, e);
 			continue;

@@ -20,6 +20,7 @@
  * No global state; calls are independent and may run in parallel.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,7 +30,7 @@
 /* Beyond these, a group is not searched / not given the greedy. */
 #define PACK_SEARCH_MAX_EDGES (8u << 20)
 #define PACK_SEARCH_MAX_ITEMS 8000
-#define PACK_GREEDY_MAX_EDGES (96u << 20)
+#define PACK_GREEDY_MAX_EDGES (1ull << 62)
 /* The best-fit greedy (after the skyline one) costs O(E log E). */
 #define PACK_BEST_FIT_MAX_EDGES (4u << 20)
 
@@ -99,19 +100,22 @@ static int pack_event_cmp(const void *pa, const void *pb)
 	return (a->delta > 0) - (b->delta > 0);
 }
 
-uint64_t pack_lower_bound(const struct pack_buf *bufs, size_t nr,
-			  uint64_t horizon)
+static int pack_load(const struct pack_buf *bufs, size_t nr, uint64_t horizon,
+		     uint64_t *out)
 {
 	struct pack_event *ev;
 	uint64_t s[2], e[2], cur = 0, best = 0;
 	size_t i, n = 0;
 	int k, np;
 
-	if (!nr || nr > SIZE_MAX / (4 * sizeof(*ev)))
+	*out = 0;
+	if (!nr)
 		return 0;
+	if (nr > SIZE_MAX / (4 * sizeof(*ev)))
+		return -ENOMEM;
 	ev = malloc(4 * nr * sizeof(*ev));
 	if (!ev)
-		return 0;
+		return -ENOMEM;
 	for (i = 0; i < nr; i++) {
 		np = pack_pieces(&bufs[i], horizon, s, e);
 		for (k = 0; k < np; k++) {
@@ -128,7 +132,16 @@ uint64_t pack_lower_bound(const struct pack_buf *bufs, size_t nr,
 			best = cur;
 	}
 	free(ev);
-	return best;
+	*out = best;
+	return 0;
+}
+
+uint64_t pack_lower_bound(const struct pack_buf *bufs, size_t nr,
+			  uint64_t horizon)
+{
+	uint64_t load;
+
+	return pack_load(bufs, nr, horizon, &load) ? 0 : load;
 }
 
 static int pack_check_buf(const struct pack_buf *b, size_t i, uint64_t horizon)
@@ -178,12 +191,115 @@ static int pack_check(const struct pack_buf *bufs, size_t nr, uint64_t horizon)
 	return 0;
 }
 
-/* Lives throughout [0, horizon): goes to the bottom, outside any group. */
-static bool pack_is_full(const struct pack_buf *b, uint64_t horizon)
+/*
+ * A lifetime as a circular arc [a, a + len) of time units modulo @horizon
+ * (len == horizon: lives throughout).
+ */
+static void pack_arc(const struct pack_buf *b, uint64_t horizon, uint64_t *a,
+		     uint64_t *len)
 {
-	if (b->wraps)
-		return b->start == b->end || !b->start;
-	return !b->start && b->end == horizon;
+	if (!b->wraps) {
+		*a = b->start;
+		*len = b->end - b->start;
+	} else if (b->start == b->end) {
+		*a = 0;
+		*len = horizon;
+	} else {
+		*a = b->start == horizon ? 0 : b->start;
+		/* start == 0 (checked: end <= start) lives throughout too. */
+		*len = b->start ? b->end + horizon - b->start : horizon;
+	}
+}
+
+/*
+ * @b's lifetime after rotating time by -ctx->cut: sets [*s, *e) and
+ * returns true when it is still one interval, false when it crosses the
+ * cut (it then goes to the bottom, outside any group).
+ */
+static bool pack_rotated(const struct pack_ctx *ctx, const struct pack_buf *b,
+			 uint64_t *s, uint64_t *e)
+{
+	uint64_t a, len, h = ctx->horizon;
+
+	pack_arc(b, h, &a, &len);
+	a = a >= ctx->cut ? a - ctx->cut : a + h - ctx->cut;
+	*s = a;
+	*e = a + len;
+	return *e <= h;
+}
+
+struct pack_cut_ev {
+	uint64_t t;
+	uint64_t size;
+	bool end;
+};
+
+static int pack_cut_ev_cmp(const void *pa, const void *pb)
+{
+	const struct pack_cut_ev *a = pa, *b = pb;
+
+	if (a->t != b->t)
+		return a->t < b->t ? -1 : 1;
+	return (int)b->end - (int)a->end;
+}
+
+/*
+ * The cut: the time t0 at which the fewest bytes of buffers are live on
+ * both sides (ties: fewest buffers, then the earliest t0; 0 when nothing
+ * wraps).  Rotating time to start at t0 leaves only those buffers wrapping;
+ * overlap and LOAD are rotation invariant, so a packing of the rotated
+ * lifetimes is one of the original ones.
+ */
+static int pack_find_cut(struct pack_ctx *ctx, const struct pack_buf *bufs,
+			 size_t nr)
+{
+	uint64_t h = ctx->horizon, a, len, cur = 0, best = UINT64_MAX;
+	uint64_t nb = 0, best_nb = UINT64_MAX;
+	struct pack_cut_ev *ev;
+	bool any_wrap = false;
+	size_t i, n = 0;
+
+	for (i = 0; i < nr; i++)
+		any_wrap |= bufs[i].wraps;
+	ctx->cut = 0;
+	if (!any_wrap || !h)
+		return 0;
+	ev = malloc(2 * nr * sizeof(*ev));
+	if (!ev)
+		return -ENOMEM;
+	for (i = 0; i < nr; i++) {
+		pack_arc(&bufs[i], h, &a, &len);
+		if (len == h)
+			continue;
+		ev[n++] = (struct pack_cut_ev){ a, bufs[i].size, false };
+		ev[n++] = (struct pack_cut_ev){ (a + len) % h, bufs[i].size,
+						true };
+		if (a + len >= h) {
+			cur += bufs[i].size;
+			nb++;
+		}
+	}
+	qsort(ev, n, sizeof(*ev), pack_cut_ev_cmp);
+	/* At each time: ends, then @cur is what crosses it, then starts. */
+	for (i = 0; i < n;) {
+		uint64_t t = ev[i].t;
+
+		for (; i < n && ev[i].t == t && ev[i].end; i++) {
+			cur -= ev[i].size;
+			nb--;
+		}
+		if (cur < best || (cur == best && nb < best_nb)) {
+			best = cur;
+			best_nb = nb;
+			ctx->cut = t;
+		}
+		for (; i < n && ev[i].t == t; i++) {
+			cur += ev[i].size;
+			nb++;
+		}
+	}
+	free(ev);
+	return 0;
 }
 
 static int pack_u64_cmp(const void *pa, const void *pb)
@@ -210,26 +326,28 @@ static uint32_t pack_point_idx(const uint64_t *pts, size_t n, uint64_t t)
 
 /* Items for the buffers that do not live throughout, with sections. */
 static int pack_build_items(struct pack_ctx *ctx, const struct pack_buf *bufs,
-			    size_t nr, uint64_t horizon)
+			    size_t nr)
 {
-	uint64_t *pts, s[2], e[2];
+	uint64_t *pts, s, e;
 	size_t i, np = 0, u = 0;
-	int k, n;
+	int err;
 
+	err = pack_find_cut(ctx, bufs, nr);
+	if (err)
+		return err;
 	ctx->items = calloc(nr ? nr : 1, sizeof(*ctx->items));
-	pts = malloc((4 * nr + 1) * sizeof(*pts));
+	pts = malloc((2 * nr + 1) * sizeof(*pts));
 	if (!ctx->items || !pts) {
 		free(pts);
 		return -ENOMEM;
 	}
 	for (i = 0; i < nr; i++) {
-		if (pack_is_full(&bufs[i], horizon))
+		if (!pack_rotated(ctx, &bufs[i], &s, &e)) {
+			ctx->part_base |= e - s < ctx->horizon;
 			continue;
-		n = pack_pieces(&bufs[i], horizon, s, e);
-		for (k = 0; k < n; k++) {
-			pts[np++] = s[k];
-			pts[np++] = e[k];
 		}
+		pts[np++] = s;
+		pts[np++] = e;
 	}
 	qsort(pts, np, sizeof(*pts), pack_u64_cmp);
 	for (i = 0; i < np; i++)
@@ -239,17 +357,14 @@ static int pack_build_items(struct pack_ctx *ctx, const struct pack_buf *bufs,
 	for (i = 0; i < nr; i++) {
 		struct pack_item *it = &ctx->items[ctx->nr_items];
 
-		if (pack_is_full(&bufs[i], horizon))
+		if (!pack_rotated(ctx, &bufs[i], &s, &e))
 			continue;
-		n = pack_pieces(&bufs[i], horizon, s, e);
 		it->size = bufs[i].size;
 		it->buf = (uint32_t)i;
-		it->nr_iv = (uint32_t)n;
-		for (k = 0; k < n; k++) {
-			it->lo[k] = pack_point_idx(pts, u, s[k]);
-			it->hi[k] = pack_point_idx(pts, u, e[k]);
-			it->len += e[k] - s[k];
-		}
+		it->nr_iv = 1;
+		it->lo[0] = pack_point_idx(pts, u, s);
+		it->hi[0] = pack_point_idx(pts, u, e);
+		it->len = e - s;
 		ctx->nr_items++;
 	}
 	free(pts);
@@ -522,13 +637,13 @@ static const char *pack_method(const struct pack_ctx *ctx, uint64_t peak)
 
 /* Write the offsets: full-lifetime buffers stacked, groups above them. */
 static uint64_t pack_store(const struct pack_ctx *ctx, struct pack_buf *bufs,
-			   size_t nr, uint64_t horizon)
+			   size_t nr)
 {
-	uint64_t base = 0;
+	uint64_t base = 0, s, e;
 	size_t i;
 
 	for (i = 0; i < nr; i++) {
-		if (!pack_is_full(&bufs[i], horizon))
+		if (pack_rotated(ctx, &bufs[i], &s, &e))
 			continue;
 		bufs[i].offset = base;
 		base += bufs[i].size;
@@ -551,7 +666,9 @@ static int pack_run(struct pack_ctx *ctx, struct pack_result *res)
 	if (err)
 		return err;
 	res->peak = pack_max_peak(ctx);
-	res->optimal = proven || res->peak == ctx->target;
+	/* With a partial base, a group's bound is not the whole's. */
+	res->optimal = !ctx->part_base &&
+		       (proven || res->peak == ctx->target);
 	res->method = pack_method(ctx, res->peak);
 	res->nodes = ctx->nodes;
 	return 0;
@@ -575,7 +692,8 @@ int pack_solve(struct pack_buf *bufs, size_t nr, uint64_t horizon,
 	ctx.limit_ms = opts->time_limit_ms ? (double)opts->time_limit_ms :
 					     1000.0;
 	ctx.no_search = opts->no_search;
-	err = pack_build_items(&ctx, bufs, nr, horizon);
+	ctx.horizon = horizon;
+	err = pack_build_items(&ctx, bufs, nr);
 	if (!err)
 		err = pack_run(&ctx, &r);
 	if (err) {
@@ -583,10 +701,32 @@ int pack_solve(struct pack_buf *bufs, size_t nr, uint64_t horizon,
 		return sa_error(err, "pack: %zu buffers: %s", nr,
 				strerror(-err));
 	}
-	base = pack_store(&ctx, bufs, nr, horizon);
+	base = pack_store(&ctx, bufs, nr);
+	if (getenv("PACK_DEBUG")) {
+		size_t gi;
+
+		fprintf(stderr, "nodes %llu cut %llu base %llu target %llu groups %zu secs %zu items %zu\n",
+			(unsigned long long)ctx.nodes, (unsigned long long)ctx.cut, (unsigned long long)base,
+			(unsigned long long)ctx.target, ctx.nr_groups,
+			ctx.nr_secs, ctx.nr_items);
+		for (gi = 0; gi < ctx.nr_groups && gi < 20; gi++)
+			fprintf(stderr, " g%zu nr %zu secs %zu load %llu peak %llu edges %llu %s\n",
+				gi, ctx.groups[gi].nr, ctx.groups[gi].nr_secs,
+				(unsigned long long)ctx.groups[gi].load,
+				(unsigned long long)ctx.groups[gi].peak,
+				(unsigned long long)ctx.groups[gi].edges,
+				ctx.groups[gi].method);
+	}
 	pack_ctx_free(&ctx);
 	r.peak += base;
 	r.lower_bound = base + ctx.target;
+	if (ctx.part_base) {
+		err = pack_load(bufs, nr, horizon, &r.lower_bound);
+		if (err)
+			return sa_error(err, "pack: %zu buffers: %s", nr,
+					strerror(-err));
+		r.optimal = r.peak == r.lower_bound;
+	}
 	r.ms = pack_elapsed_ms(&ctx);
 	if (res)
 		*res = r;

@@ -231,6 +231,43 @@ out:
 	return err;
 }
 
+/*
+ * A free range must really be free: no planned buffer live at any moment of
+ * the window may use an address in it, or the runtime would place a dynamic
+ * request on top of a live tensor.  O(dynamic positions x entries).
+ */
+static int check_free(const struct stalloc_plan *p, const struct plan_dyn *d,
+		      const char *what)
+{
+	struct pack_buf w = {
+		.size = 1, .start = d->start, .end = d->end, .wraps = d->wraps
+	};
+	size_t i;
+	uint32_t r;
+
+	for (i = 0; i < p->nr_ent; i++) {
+		const struct plan_entry *e = &p->ent[i];
+		struct pack_buf b;
+
+		plan_entry_buf(e, &b);
+		if (!pack_lifetimes_overlap(&w, &b, p->horizon))
+			continue;
+		for (r = 0; r < d->nr_ranges; r++) {
+			const struct plan_range *rg =
+				&p->ranges[d->first_range + r];
+
+			if (e->offset < rg->offset + rg->len &&
+			    rg->offset < e->offset + e->size)
+				return chk_err(what,
+					       "dynamic position %u: "
+					       "free range %u holds entry "
+					       "%zu during the window",
+					       d->pos, r, i);
+		}
+	}
+	return 0;
+}
+
 static int check_dyn(const struct stalloc_plan *p, const char *what)
 {
 	size_t i;
@@ -269,6 +306,8 @@ static int check_dyn(const struct stalloc_plan *p, const char *what)
 					       d->pos, r);
 			prev_end = end;
 		}
+		if (check_free(p, d, what))
+			return -EINVAL;
 	}
 	return 0;
 }

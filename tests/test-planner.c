@@ -531,6 +531,21 @@ static void ed_range(char *t)
 	swap_str(d, ":", ":99999999999");
 }
 
+/* Widen a free range over the whole pool: it now holds live buffers. */
+static void ed_range_busy(char *t)
+{
+	char *d = strstr(t, "\nd ") + 1, *nl = strchr(d, '\n'), buf[256];
+	unsigned long pos, mn, mx, st, en, w, k;
+
+	assert_int_equal(sscanf(d, "d %lu %lu %lu %lu %lu %lu %lu", &pos, &mn,
+				&mx, &st, &en, &w, &k),
+			 7);
+	snprintf(buf, sizeof(buf), "d %lu %lu %lu %lu %lu %lu 1 0:%lu", pos, mn,
+		 mx, st, en, w, mn);
+	memmove(d + strlen(buf), nl, strlen(nl) + 1);
+	memcpy(d, buf, strlen(buf));
+}
+
 static void ed_garbage(char *t)
 {
 	swap_str(t, "checksum", "e s 1 1 1 1 1\nchecksum");
@@ -565,6 +580,7 @@ static void test_plan_corruption(void **state)
 	corrupt(good, ed_class, true, "unknown class");
 	corrupt(good, ed_duplicate, true, "");
 	corrupt(good, ed_range, true, "free range");
+	corrupt(good, ed_range_busy, true, "holds entry");
 	corrupt(good, ed_garbage, true, "unexpected line");
 	corrupt(good, ed_count, true, "");
 	/* and the good one still reads */
