@@ -77,7 +77,7 @@ LIB_LDLIBS := $(URCU_LIBS) $(ZLIB_LIBS) -ldl -lpthread -lm
 
 # ---------------------------------------------------------------- library
 LIB_SRCS := lib/util.c vmm/space.c vmm/map.c vmm/backend-host.c \
-	$(sort $(wildcard planner/*.c))
+	$(sort $(wildcard planner/*.c)) $(sort $(wildcard tracing/*.c))
 ifeq ($(HAVE_CUDA_H),y)
 LIB_SRCS += vmm/backend-cuda.c
 else
@@ -92,7 +92,8 @@ LIB_A := $(O)/libstalloc-internal.a
 # ---------------------------------------------------------------- tests
 FAKE_SO := $(O)/libcuda-fake.so
 FAKE_SRCS := $(wildcard tests/fakecuda/fakecuda*.c)
-TEST_NAMES := test-vmm test-util test-vmm-faults test-planner test-pack
+TEST_NAMES := test-vmm test-util test-vmm-faults test-planner test-pack \
+	test-recorder
 TEST_BINS := $(TEST_NAMES:%=$(O)/tests/%)
 ifeq ($(HAVE_CUDA_H),y)
 TEST_BINS += $(O)/tests/fakecuda-selftest

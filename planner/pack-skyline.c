@@ -179,11 +179,19 @@ static uint64_t pack_sky_pass(struct pack_sky *t)
 		const struct pack_item *it = &ctx->items[t->g->items[e.id]];
 		uint64_t m = pack_sky_min_off(t, it);
 
+		/*
+		 * Keys are lower bounds of the offsets: a risen item is still
+		 * the first when it stays before the heap's top.
+		 */
 		if (m > e.key) {
-			if (getenv("PACK_DEBUG")) t->ctx->nodes++;
+			uint64_t ok = e.key;
 			e.key = m;
-			pack_sky_push(t, e);
-			continue;
+			if (t->nr_heap && !pack_sky_less(&e, &t->heap[0])) {
+				if (getenv("SKY_LA")) e.key = m + (m - ok);
+				if (getenv("PACK_DEBUG")) t->ctx->nodes++;
+				pack_sky_push(t, e);
+				continue;
+			}
 		}
 		t->off[e.id] = m;
 		for (k = 0; k < it->nr_iv; k++)

@@ -66,6 +66,7 @@ run() {
 run util -- "$O/tests/test-util"
 run planner SHARED="$SHARED" -- "$O/tests/test-planner"
 run pack -- "$O/tests/test-pack"
+run recorder -- "$O/tests/test-recorder"
 run stalloc-plan O="$O" SHARED="$SHARED" -- sh tests/test-cli.sh
 run vmm/host -- "$O/tests/test-vmm" host
 if [ "$HAVE_CUDA_H" = y ]; then
