@@ -102,7 +102,7 @@ BENCH_BINS := $(O)/bench/bench-vmm $(O)/bench/bench-pack
 DEMO_BIN := $(O)/stalloc-vmm-demo
 
 # Command-line tools: public headers only, linked to the shared library.
-TOOL_NAMES := stalloc-plan
+TOOL_NAMES := stalloc-plan stalloc-timeline
 PROGRAMS := $(TOOL_NAMES:%=$(O)/%)
 
 .PHONY: all check bench demo install uninstall deps clean distclean \

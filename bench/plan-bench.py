@@ -16,6 +16,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -74,6 +75,17 @@ def main():
         print(f"synthetic 1M-event trace: planner peak memory "
               f"{max(rss, before) / 1024:.0f} MiB")
     print(f"{len(results) - bad} of {len(results)} plans verified")
+    with tempfile.TemporaryDirectory() as tmp:
+        tr = os.path.join(tmp, "t.trace")
+        svg = os.path.join(tmp, "t.svg")
+        subprocess.run([sys.executable, os.path.join(HERE, "gen-trace.py"),
+                        "100000", tr], check=True)
+        t0 = time.monotonic()
+        subprocess.run([os.path.join(build, "stalloc-timeline"), "-o", svg,
+                        tr], check=True)
+        ms = (time.monotonic() - t0) * 1e3
+        print(f"timeline: a 100k-event trace drawn in {ms:.0f} ms, "
+              f"{os.path.getsize(svg) / 1024:.0f} KiB of SVG")
     return 1 if bad else 0
 
 

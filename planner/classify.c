@@ -362,6 +362,47 @@ static int classify_persistent(const struct cls_ctx *c, struct stalloc_plan *p)
 	return err;
 }
 
+/*
+ * The class of every allocation event of the trace, for timelines: what the
+ * plan covers by its position's class, a steady iteration's request the
+ * reference lacks as dynamic, the rest (set-up, the first iteration, the
+ * tear-down) 0, unclassified.
+ */
+static void fill_classes(const struct cls_ctx *c, const struct stalloc_plan *p,
+			 uint8_t *cls)
+{
+	size_t i, s, start = c->it->first[c->first_steady];
+	size_t last = c->first_steady + c->nr_steady - 1;
+	size_t end = iter_end(c->it, last);
+	uint32_t pos, j;
+	char *pcls = calloc(c->nr_allocs[c->ref] + 1, 1);
+
+	memset(cls, 0, c->t->nr);
+	if (!pcls)
+		return;
+	for (i = 0; i < p->nr_ent; i++)
+		if (p->ent[i].cls != PLAN_PERSISTENT)
+			pcls[p->ent[i].pos] = p->ent[i].cls;
+	for (i = 0; i < start; i++) {
+		const struct trace_event *a = &c->t->ev[i];
+
+		if (a->op == TRACE_ALLOC &&
+		    (a->peer == TRACE_NONE || a->peer >= end))
+			cls[i] = PLAN_PERSISTENT;
+	}
+	for (s = 0; s < c->nr_steady; s++) {
+		size_t k = c->first_steady + s;
+
+		for (j = 0; j < c->nr_allocs[k]; j++)
+			cls[c->allocs[k][j]] = PLAN_DYNAMIC;
+		for (pos = 0; pos < c->nr_allocs[c->ref]; pos++)
+			if (c->map[s][pos] != NOPOS && pcls[pos])
+				cls[c->allocs[k][c->map[s][pos]]] =
+					(uint8_t)pcls[pos];
+	}
+	free(pcls);
+}
+
 static void pick_steady(struct cls_ctx *c)
 {
 	const struct plan_iters *it = c->it;
@@ -452,7 +493,7 @@ static void ctx_free(struct cls_ctx *c)
 
 int plan_classify(const struct trace *t, const struct plan_iters *it,
 		  uint64_t align, struct stalloc_plan *p,
-		  struct plan_seen *seen)
+		  struct plan_seen *seen, uint8_t *ev_class)
 {
 	struct cls_ctx c = { .t = t, .it = it, .align = align };
 	size_t s;
@@ -479,6 +520,8 @@ int plan_classify(const struct trace *t, const struct plan_iters *it,
 		err = classify_pos(&c, pos, p);
 	if (!err)
 		err = fill_seen(&c, seen);
+	if (!err && ev_class)
+		fill_classes(&c, p, ev_class);
 	if (err)
 		plan_seen_free(seen);
 	if (!err) {

@@ -116,11 +116,10 @@ static int pack_tree_init(struct pack_tree *t, const struct pack_ctx *ctx,
 	t->P = 1;
 	while (t->P < g->nr_secs)
 		t->P *= 2;
-	/* One block: cover lists, then part lists. */
-	t->cover = calloc(4 * t->P, sizeof(*t->cover));
-	if (!t->cover)
+	t->cover = calloc(2 * t->P, sizeof(*t->cover));
+	t->part = calloc(2 * t->P, sizeof(*t->part));
+	if (!t->cover || !t->part)
 		return -ENOMEM;
-	t->part = t->cover + 2 * t->P;
 	for (i = 0; i < g->nr; i++) {
 		const struct pack_item *it = &ctx->items[g->items[i]];
 
@@ -155,6 +154,7 @@ static void pack_tree_reset(struct pack_tree *t)
 static void pack_tree_free(struct pack_tree *t)
 {
 	free(t->pool);
+	free(t->part);
 	free(t->cover);
 }
 

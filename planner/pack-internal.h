@@ -2,8 +2,9 @@
 /*
  * planner/pack-internal.h - what the packer's files share (private)
  *
- * pack.c validates the input, puts the buffers that live throughout at the
- * bottom (always optimal: nothing can sit beside them), compresses time
+ * pack.c validates the input, rotates time to start at the cut where the
+ * fewest bytes are live, puts the buffers live across that cut (the only
+ * ones that still wrap around) at the bottom, compresses time
  * into sections (the spans between consecutive lifetime endpoints) and
  * splits the rest into independent groups: runs of sections that no
  * lifetime crosses, merged when a wrap-around buffer links two of them.

@@ -184,11 +184,8 @@ static uint64_t pack_sky_pass(struct pack_sky *t)
 		 * the first when it stays before the heap's top.
 		 */
 		if (m > e.key) {
-			uint64_t ok = e.key;
 			e.key = m;
 			if (t->nr_heap && !pack_sky_less(&e, &t->heap[0])) {
-				if (getenv("SKY_LA")) e.key = m + (m - ok);
-				if (getenv("PACK_DEBUG")) t->ctx->nodes++;
 				pack_sky_push(t, e);
 				continue;
 			}

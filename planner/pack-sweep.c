@@ -7,7 +7,10 @@
  * section is reached and allocated first fit among the free gaps below the
  * heap top.  The gaps live in a treap keyed by offset whose nodes also
  * know the largest gap in their subtree, so first fit, insertion and
- * coalescing are O(log n).  Wrap-around items are stacked at the bottom
+ * coalescing are O(log n).  The replay is also run backward in time (an
+ * item then allocated at its end, freed at its start), which suits
+ * training steps whose backward pass frees in the reverse order, and the
+ * lower peak is kept.  Wrap-around items are stacked at the bottom
  * beforehand (the replay has no second lap).
  *
  * Invariants: gaps never touch each other (they are coalesced) nor the
@@ -224,46 +227,55 @@ static int pack_ev_cmp(const void *pa, const void *pb)
 	return (a > b) - (a < b);
 }
 
+/*
+ * One replay, forward in time or (@rev) backward, each item allocated at
+ * its first section in the replay's direction; offsets go to @off.
+ */
 static int pack_sweep_items(struct pack_ctx *ctx, struct pack_group *g,
-			    struct pack_treap *t, uint64_t base)
+			    struct pack_treap *t, uint64_t base, bool rev,
+			    uint64_t *off, uint64_t *ev)
 {
-	uint64_t *ev;
+	uint64_t lo, hi;
 	size_t i, n = 0;
 
-	ev = malloc((2 * g->nr + 1) * sizeof(*ev));
-	if (!ev)
-		return -ENOMEM;
 	for (i = 0; i < g->nr; i++) {
 		const struct pack_item *it = &ctx->items[g->items[i]];
 
-		if (it->nr_iv > 1)
+		if (it->nr_iv > 1) {
+			off[i] = it->off;
 			continue;
-		ev[n++] = (uint64_t)ctx->loc[it->lo[0]] << 33 | 1ull << 32 | i;
-		ev[n++] =
-			(uint64_t)(ctx->loc[it->lo[0]] + it->hi[0] - it->lo[0])
-				<< 33 |
-			i;
+		}
+		lo = ctx->loc[it->lo[0]];
+		hi = lo + it->hi[0] - it->lo[0];
+		if (rev) {
+			lo = g->nr_secs - lo;
+			hi = g->nr_secs - hi;
+			ev[n++] = hi << 33 | 1ull << 32 | i;
+			ev[n++] = lo << 33 | i;
+		} else {
+			ev[n++] = lo << 33 | 1ull << 32 | i;
+			ev[n++] = hi << 33 | i;
+		}
 	}
 	qsort(ev, n, sizeof(*ev), pack_ev_cmp);
 	for (i = 0; i < n; i++) {
-		struct pack_item *it =
-			&ctx->items[g->items[ev[i] & 0xffffffffu]];
+		uint32_t k = (uint32_t)(ev[i] & 0xffffffffu);
+		const struct pack_item *it = &ctx->items[g->items[k]];
 
 		if (ev[i] & 1ull << 32)
-			it->off = base + pack_heap_alloc(t, it->size);
+			off[k] = base + pack_heap_alloc(t, it->size);
 		else
-			pack_heap_free(t, it->off - base, it->size);
+			pack_heap_free(t, off[k] - base, it->size);
 	}
-	free(ev);
 	return 0;
 }
 
 int pack_sweep(struct pack_ctx *ctx, struct pack_group *g)
 {
 	struct pack_treap t = { 0 };
-	uint64_t base = 0;
+	uint64_t base = 0, *off, *ev;
 	size_t i;
-	int err;
+	int dir, err = 0;
 
 	for (i = 0; i < g->nr; i++) {
 		struct pack_item *it = &ctx->items[g->items[i]];
@@ -273,11 +285,29 @@ int pack_sweep(struct pack_ctx *ctx, struct pack_group *g)
 			base += it->size;
 		}
 	}
-	err = pack_treap_init(&t, g->nr + 1);
-	if (!err)
-		err = pack_sweep_items(ctx, g, &t, base);
-	pack_treap_free(&t);
-	g->peak = base + t.peak;
-	g->method = "sweep";
+	off = malloc((g->nr + 1) * sizeof(*off));
+	ev = malloc((2 * g->nr + 1) * sizeof(*ev));
+	if (!off || !ev) {
+		free(ev);
+		free(off);
+		return -ENOMEM;
+	}
+	for (dir = 0; dir < 2 && !err; dir++) {
+		if (dir && g->method && g->peak <= g->load)
+			break;
+		t = (struct pack_treap){ 0 };
+		err = pack_treap_init(&t, g->nr + 1);
+		if (!err)
+			err = pack_sweep_items(ctx, g, &t, base, dir, off, ev);
+		pack_treap_free(&t);
+		if (err || (g->method && base + t.peak >= g->peak))
+			continue;
+		g->peak = base + t.peak;
+		g->method = dir ? "sweep-rev" : "sweep";
+		for (i = 0; i < g->nr; i++)
+			ctx->items[g->items[i]].off = off[i];
+	}
+	free(ev);
+	free(off);
 	return err;
 }

@@ -2,10 +2,14 @@
 /*
  * planner/pack.c - static packing: validation, lower bound, decomposition
  *
- * pack_solve() checks every buffer before touching any offset, stacks the
- * buffers that live throughout at the bottom (moving such a buffer to the
- * bottom never raises a packing's peak), and splits the others into groups
- * (see pack-internal.h) that are packed independently above them.  Each
+ * pack_solve() checks every buffer before touching any offset, then
+ * rotates time so that it starts at the cut where the fewest bytes are
+ * live (pack_find_cut(): overlap and LOAD do not change under rotation, and
+ * afterwards only the buffers live across the cut wrap around).  Those it
+ * stacks at the bottom (for buffers that live throughout this never raises
+ * a packing's peak; for the rest it costs at most the bytes live at the
+ * cut), and splits the others into groups (see pack-internal.h) that are
+ * packed independently above them.  Each
  * group gets the greedy packing of pack-greedy.c (the sweep for groups too
  * big for it); while time remains and the peak is above the lower bound,
  * pack-search.c looks for a packing of every group under a capacity C,
@@ -20,7 +24,6 @@
  * No global state; calls are independent and may run in parallel.
  */
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,7 +33,7 @@
 /* Beyond these, a group is not searched / not given the greedy. */
 #define PACK_SEARCH_MAX_EDGES (8u << 20)
 #define PACK_SEARCH_MAX_ITEMS 8000
-#define PACK_GREEDY_MAX_EDGES (1ull << 62)
+#define PACK_GREEDY_MAX_EDGES (96u << 20)
 /* The best-fit greedy (after the skyline one) costs O(E log E). */
 #define PACK_BEST_FIT_MAX_EDGES (4u << 20)
 
@@ -702,21 +705,6 @@ int pack_solve(struct pack_buf *bufs, size_t nr, uint64_t horizon,
 				strerror(-err));
 	}
 	base = pack_store(&ctx, bufs, nr);
-	if (getenv("PACK_DEBUG")) {
-		size_t gi;
-
-		fprintf(stderr, "nodes %llu cut %llu base %llu target %llu groups %zu secs %zu items %zu\n",
-			(unsigned long long)ctx.nodes, (unsigned long long)ctx.cut, (unsigned long long)base,
-			(unsigned long long)ctx.target, ctx.nr_groups,
-			ctx.nr_secs, ctx.nr_items);
-		for (gi = 0; gi < ctx.nr_groups && gi < 20; gi++)
-			fprintf(stderr, " g%zu nr %zu secs %zu load %llu peak %llu edges %llu %s\n",
-				gi, ctx.groups[gi].nr, ctx.groups[gi].nr_secs,
-				(unsigned long long)ctx.groups[gi].load,
-				(unsigned long long)ctx.groups[gi].peak,
-				(unsigned long long)ctx.groups[gi].edges,
-				ctx.groups[gi].method);
-	}
 	pack_ctx_free(&ctx);
 	r.peak += base;
 	r.lower_bound = base + ctx.target;

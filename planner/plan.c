@@ -149,7 +149,7 @@ static int plan_trace(const char *path, uint64_t align,
 	err = iters_find(&t, &it);
 	if (err)
 		goto out_trace;
-	err = plan_classify(&t, &it, align, p, &seen);
+	err = plan_classify(&t, &it, align, p, &seen, NULL);
 	if (err)
 		goto out_iters;
 	err = plan_pack(p, o->time_limit_ms, o->capacity);

@@ -172,11 +172,12 @@ void plan_seen_free(struct plan_seen *seen);
 
 /*
  * Classify the trace and fill @p's entries (offsets not yet set) and
- * dynamic positions; @seen gets the dynamic requests of each iteration.
+ * dynamic positions; @seen gets the dynamic requests of each iteration;
+ * @ev_class, if not NULL, one enum plan_class (or 0) per trace event.
  */
 int plan_classify(const struct trace *t, const struct plan_iters *it,
 		  uint64_t align, struct stalloc_plan *p,
-		  struct plan_seen *seen);
+		  struct plan_seen *seen, uint8_t *ev_class);
 /*
  * With the entries placed: the free ranges of each dynamic position, and
  * how many of the dynamic bytes fit there (p->sum).

@@ -68,6 +68,7 @@ run planner SHARED="$SHARED" -- "$O/tests/test-planner"
 run pack -- "$O/tests/test-pack"
 run recorder -- "$O/tests/test-recorder"
 run stalloc-plan O="$O" SHARED="$SHARED" -- sh tests/test-cli.sh
+run stalloc-timeline O="$O" SHARED="$SHARED" -- sh tests/test-timeline.sh
 run vmm/host -- "$O/tests/test-vmm" host
 if [ "$HAVE_CUDA_H" = y ]; then
 	run fakecuda/selftest -- "$O/tests/fakecuda-selftest" "$FAKE"

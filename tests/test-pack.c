@@ -321,6 +321,48 @@ static void test_pack_invalid(void **state)
 	}
 }
 
+/*
+ * A training step repeated: weights live throughout, activations nest in
+ * the forward and backward passes, and gradients made in the backward
+ * pass live into the next step (wrap around).  Rotating time to the cut
+ * after the optimizer step leaves no wrap-around buffer but the weights,
+ * so the packing should come close to LOAD.
+ */
+static void test_pack_rotation(void **state)
+{
+	enum { NW = 20, NA = 300, NG = 300, N = NW + NA + NG };
+	const uint64_t H = 4000;
+	struct pack_opts opts = { .time_limit_ms = 200 };
+	struct pack_buf *b = calloc(N, sizeof(*b));
+	unsigned int seed = 11;
+	struct pack_result r;
+	size_t i;
+
+	(void)state;
+	assert_non_null(b);
+	for (i = 0; i < N; i++) {
+		b[i].size = 1 + rand_r(&seed) % 4096;
+		b[i].offset = UINT64_MAX;
+		if (i < NW) {
+			b[i].start = 0;
+			b[i].end = H;
+		} else if (i < NW + NA) {
+			b[i].start = 200 + 5 * (i - NW);
+			b[i].end = 3800 - 5 * (i - NW);
+		} else {
+			b[i].wraps = true;
+			b[i].start = 1900 + 6 * (i - NW - NA);
+			b[i].end = 1 + (i - NW - NA) % 150;
+		}
+	}
+	assert_int_equal(pack_solve(b, N, H, &opts, &r), 0);
+	check_packing(b, N, H, &r);
+	assert_int_equal(r.lower_bound, pack_lower_bound(b, N, H));
+	assert_true(r.peak - r.lower_bound <= r.lower_bound / 50);
+	assert_true(!r.optimal || r.peak == r.lower_bound);
+	free(b);
+}
+
 static void test_pack_capacity(void **state)
 {
 	struct pack_buf b[3] = {
@@ -351,6 +393,7 @@ int main(void)
 		cmocka_unit_test(test_pack_optimal),
 		cmocka_unit_test(test_pack_wrap_overlap),
 		cmocka_unit_test(test_pack_invalid),
+		cmocka_unit_test(test_pack_rotation),
 		cmocka_unit_test(test_pack_capacity),
 	};
 
