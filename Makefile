@@ -170,10 +170,14 @@ $(DEMO_BIN): tests/vmm-demo.c $(LIB_A)
 	$(Q)$(CC) $(TEST_CFLAGS) $(SAN_LDFLAGS) -o $@ $< $(TEST_LDLIBS)
 
 # The public headers must compile as C99 (pedantic) and as C++11.
-$(O)/tests/header-c99.stamp: include/stalloc/stalloc.h
+$(O)/tests/header-c99.stamp: $(wildcard include/stalloc/*.h) tests/header-cxx.cc
 	@mkdir -p $(dir $@)
-	$(Q)echo '#include <stalloc/stalloc.h>' | $(CC) -std=c99 -pedantic \
-		-Wall -Wextra -Werror -Iinclude -x c -fsyntax-only -
+	$(Q)for h in $(notdir $(wildcard include/stalloc/*.h)); do \
+		echo "#include <stalloc/$$h>" | $(CC) -std=c99 -pedantic \
+		-Wall -Wextra -Werror -Iinclude -x c -fsyntax-only - || exit 1; \
+		echo "#include <stalloc/$$h>" | $(CXX) -std=c++11 -pedantic \
+		-Wall -Wextra -Werror -Iinclude -x c++ -fsyntax-only - || \
+		exit 1; done
 	$(Q)$(CXX) -std=c++11 -pedantic -Wall -Wextra -Werror -Iinclude \
 		-fsyntax-only tests/header-cxx.cc
 	$(Q)touch $@

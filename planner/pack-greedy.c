@@ -182,10 +182,16 @@ static size_t pack_tree_query(struct pack_greedy_state *st, size_t lo,
 			      size_t hi, size_t n)
 {
 	const struct pack_tree *t = &st->tree;
-	size_t l = lo + t->P, r = hi + t->P, a = l;
+	size_t l = lo + t->P, r = hi + t->P, a, b;
 
 	if (lo >= hi || hi > t->P)
 		return n;
+	/* Items covering an ancestor of either end leaf, each path once. */
+	for (a = l, b = r - 1; a; a >>= 1, b >>= 1) {
+		n = pack_report(st, &t->cover[a], n);
+		if (b != a)
+			n = pack_report(st, &t->cover[b], n);
+	}
 	for (; l < r; l >>= 1, r >>= 1) {
 		if (l & 1) {
 			n = pack_report(st, &t->cover[l], n);
@@ -197,10 +203,6 @@ static size_t pack_tree_query(struct pack_greedy_state *st, size_t lo,
 			n = pack_report(st, &t->part[r], n);
 		}
 	}
-	for (; a; a >>= 1)
-		n = pack_report(st, &t->cover[a], n);
-	for (a = hi - 1 + t->P; a; a >>= 1)
-		n = pack_report(st, &t->cover[a], n);
 	return n;
 }
 
