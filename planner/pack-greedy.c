@@ -106,20 +106,13 @@ static size_t pack_local_hi(const struct pack_ctx *ctx,
 	return ctx->loc[it->lo[k]] + (it->hi[k] - it->lo[k]);
 }
 
-/* Nodes with room for every item of @g, in one pool. */
+/* Nodes (t->cover, t->part: 2 P each) get room for @g's items in a pool. */
 static int pack_tree_init(struct pack_tree *t, const struct pack_ctx *ctx,
 			  const struct pack_group *g)
 {
 	size_t i, total = 0;
 	uint32_t k;
 
-	t->P = 1;
-	while (t->P < g->nr_secs)
-		t->P *= 2;
-	t->cover = calloc(2 * t->P, sizeof(*t->cover));
-	t->part = calloc(2 * t->P, sizeof(*t->part));
-	if (!t->cover || !t->part)
-		return -ENOMEM;
 	for (i = 0; i < g->nr; i++) {
 		const struct pack_item *it = &ctx->items[g->items[i]];
 
@@ -161,17 +154,18 @@ static void pack_tree_free(struct pack_tree *t)
 static size_t pack_report(struct pack_greedy_state *st,
 			  const struct pack_vec *v, size_t n)
 {
-	struct pack_ctx *ctx = st->ctx;
-	uint32_t i;
+	const struct pack_item *items = st->ctx->items;
+	uint32_t *stamp = st->ctx->stamp, gen = st->ctx->stamp_gen, i;
+	struct pack_span *nb = st->nb;
 
 	for (i = 0; i < v->n; i++) {
 		uint32_t id = v->v[i];
 
-		if (ctx->stamp[id] == ctx->stamp_gen)
+		if (stamp[id] == gen)
 			continue;
-		ctx->stamp[id] = ctx->stamp_gen;
-		st->nb[n].off = ctx->items[id].off;
-		st->nb[n].top = ctx->items[id].off + ctx->items[id].size;
+		stamp[id] = gen;
+		nb[n].off = items[id].off;
+		nb[n].top = items[id].off + items[id].size;
 		n++;
 	}
 	return n;
@@ -387,7 +381,12 @@ int pack_greedy(struct pack_ctx *ctx, struct pack_group *g)
 	st.nb = malloc(g->nr * sizeof(*st.nb));
 	st.keys = malloc(g->nr * sizeof(*st.keys));
 	st.best_off = calloc(g->nr, sizeof(*st.best_off));
-	if (st.nb && st.keys && st.best_off &&
+	st.tree.P = 1;
+	while (st.tree.P < g->nr_secs)
+		st.tree.P *= 2;
+	st.tree.cover = calloc(2 * st.tree.P, sizeof(*st.tree.cover));
+	st.tree.part = calloc(2 * st.tree.P, sizeof(*st.tree.part));
+	if (st.nb && st.keys && st.best_off && st.tree.cover && st.tree.part &&
 	    !pack_tree_init(&st.tree, ctx, g))
 		err = pack_greedy_run(&st);
 	pack_tree_free(&st.tree);

@@ -670,8 +670,7 @@ static int pack_run(struct pack_ctx *ctx, struct pack_result *res)
 		return err;
 	res->peak = pack_max_peak(ctx);
 	/* With a partial base, a group's bound is not the whole's. */
-	res->optimal = !ctx->part_base &&
-		       (proven || res->peak == ctx->target);
+	res->optimal = !ctx->part_base && (proven || res->peak == ctx->target);
 	res->method = pack_method(ctx, res->peak);
 	res->nodes = ctx->nodes;
 	return 0;
