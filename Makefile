@@ -65,8 +65,8 @@ BASE_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer \
 SAN_LDFLAGS := -fsanitize=address,undefined
 endif
 
-URCU_CFLAGS := $(shell $(PKG_CONFIG) --cflags liburcu-bp 2>/dev/null)
-URCU_LIBS := $(shell $(PKG_CONFIG) --libs liburcu-bp 2>/dev/null)
+URCU_CFLAGS := $(shell $(PKG_CONFIG) --cflags liburcu-bp liburcu-cds 2>/dev/null)
+URCU_LIBS := $(shell $(PKG_CONFIG) --libs liburcu-bp liburcu-cds 2>/dev/null)
 ZLIB_LIBS := $(shell $(PKG_CONFIG) --libs zlib 2>/dev/null || echo -lz)
 CMOCKA_CFLAGS := $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
 CMOCKA_LIBS := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
@@ -77,7 +77,8 @@ LIB_LDLIBS := $(URCU_LIBS) $(ZLIB_LIBS) -ldl -lpthread -lm
 
 # ---------------------------------------------------------------- library
 LIB_SRCS := lib/util.c vmm/space.c vmm/map.c vmm/backend-host.c \
-	$(sort $(wildcard planner/*.c)) $(sort $(wildcard tracing/*.c))
+	$(sort $(wildcard planner/*.c)) $(sort $(wildcard tracing/*.c)) \
+	$(sort $(wildcard mapper/*.c))
 ifeq ($(HAVE_CUDA_H),y)
 LIB_SRCS += vmm/backend-cuda.c
 else
@@ -93,7 +94,7 @@ LIB_A := $(O)/libstalloc-internal.a
 FAKE_SO := $(O)/libcuda-fake.so
 FAKE_SRCS := $(wildcard tests/fakecuda/fakecuda*.c)
 TEST_NAMES := test-vmm test-util test-vmm-faults test-planner test-pack \
-	test-recorder
+	test-recorder test-mapper
 TEST_BINS := $(TEST_NAMES:%=$(O)/tests/%)
 ifeq ($(HAVE_CUDA_H),y)
 TEST_BINS += $(O)/tests/fakecuda-selftest

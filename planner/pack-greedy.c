@@ -35,11 +35,11 @@ struct pack_vec {
 	uint32_t cap;
 };
 
+/* One allocation: @node holds the 2 P cover lists, then the 2 P part ones. */
 struct pack_tree {
 	size_t P;
-	struct pack_vec *cover;
-	struct pack_vec *part;
 	uint32_t *pool;
+	struct pack_vec node[];
 };
 
 /* A placed neighbour: the address range [off, top) is taken. */
@@ -57,7 +57,7 @@ struct pack_key {
 struct pack_greedy_state {
 	struct pack_ctx *ctx;
 	struct pack_group *g;
-	struct pack_tree tree;
+	struct pack_tree *tree;
 	struct pack_span *nb;
 	struct pack_key *keys;
 	uint64_t *best_off;
@@ -75,6 +75,16 @@ static void pack_vec_add(struct pack_vec *v, uint32_t id, bool count)
 		v->v[v->n++] = id;
 }
 
+static struct pack_vec *pack_cover(struct pack_tree *t, size_t i)
+{
+	return &t->node[i];
+}
+
+static struct pack_vec *pack_part(struct pack_tree *t, size_t i)
+{
+	return &t->node[2 * t->P + i];
+}
+
 static void pack_tree_insert(struct pack_tree *t, size_t lo, size_t hi,
 			     uint32_t id, bool count)
 {
@@ -82,16 +92,16 @@ static void pack_tree_insert(struct pack_tree *t, size_t lo, size_t hi,
 
 	for (; l < r; l >>= 1, r >>= 1) {
 		if (l & 1)
-			pack_vec_add(&t->cover[l++], id, count);
+			pack_vec_add(pack_cover(t, l++), id, count);
 		if (r & 1)
-			pack_vec_add(&t->cover[--r], id, count);
+			pack_vec_add(pack_cover(t, --r), id, count);
 	}
 	for (; a != b; a >>= 1, b >>= 1) {
-		pack_vec_add(&t->part[a], id, count);
-		pack_vec_add(&t->part[b], id, count);
+		pack_vec_add(pack_part(t, a), id, count);
+		pack_vec_add(pack_part(t, b), id, count);
 	}
 	for (; a; a >>= 1)
-		pack_vec_add(&t->part[a], id, count);
+		pack_vec_add(pack_part(t, a), id, count);
 }
 
 static size_t pack_local_lo(const struct pack_ctx *ctx,
@@ -106,12 +116,20 @@ static size_t pack_local_hi(const struct pack_ctx *ctx,
 	return ctx->loc[it->lo[k]] + (it->hi[k] - it->lo[k]);
 }
 
-/* Nodes (t->cover, t->part: 2 P each) get room for @g's items in a pool. */
-static int pack_tree_init(struct pack_tree *t, const struct pack_ctx *ctx,
-			  const struct pack_group *g)
+/* A tree over @g's sections, with room for its items' lists in a pool. */
+static struct pack_tree *pack_tree_new(const struct pack_ctx *ctx,
+				       const struct pack_group *g)
 {
-	size_t i, total = 0;
+	struct pack_tree *t;
+	size_t i, P = 1, total = 0;
 	uint32_t k;
+
+	while (P < g->nr_secs)
+		P *= 2;
+	t = calloc(1, sizeof(*t) + 4 * P * sizeof(t->node[0]));
+	if (!t)
+		return NULL;
+	t->P = P;
 
 	for (i = 0; i < g->nr; i++) {
 		const struct pack_item *it = &ctx->items[g->items[i]];
@@ -120,35 +138,34 @@ static int pack_tree_init(struct pack_tree *t, const struct pack_ctx *ctx,
 			pack_tree_insert(t, pack_local_lo(ctx, it, k),
 					 pack_local_hi(ctx, it, k), 0, true);
 	}
-	for (i = 0; i < 2 * t->P; i++)
-		total += t->cover[i].cap + t->part[i].cap;
+	for (i = 0; i < 4 * P; i++)
+		total += t->node[i].cap;
 	t->pool = malloc((total + 1) * sizeof(*t->pool));
-	if (!t->pool)
-		return -ENOMEM;
-	for (total = 0, i = 0; i < 2 * t->P; i++) {
-		t->cover[i].v = t->pool + total;
-		total += t->cover[i].cap;
-		t->part[i].v = t->pool + total;
-		total += t->part[i].cap;
+	if (!t->pool) {
+		free(t);
+		return NULL;
 	}
-	return 0;
+	for (total = 0, i = 0; i < 4 * P; i++) {
+		t->node[i].v = t->pool + total;
+		total += t->node[i].cap;
+	}
+	return t;
 }
 
 static void pack_tree_reset(struct pack_tree *t)
 {
 	size_t i;
 
-	for (i = 0; i < 2 * t->P; i++) {
-		t->cover[i].n = 0;
-		t->part[i].n = 0;
-	}
+	for (i = 0; i < 4 * t->P; i++)
+		t->node[i].n = 0;
 }
 
 static void pack_tree_free(struct pack_tree *t)
 {
+	if (!t)
+		return;
 	free(t->pool);
-	free(t->part);
-	free(t->cover);
+	free(t);
 }
 
 static size_t pack_report(struct pack_greedy_state *st,
@@ -175,26 +192,26 @@ static size_t pack_report(struct pack_greedy_state *st,
 static size_t pack_tree_query(struct pack_greedy_state *st, size_t lo,
 			      size_t hi, size_t n)
 {
-	const struct pack_tree *t = &st->tree;
+	struct pack_tree *t = st->tree;
 	size_t l = lo + t->P, r = hi + t->P, a, b;
 
 	if (lo >= hi || hi > t->P)
 		return n;
 	/* Items covering an ancestor of either end leaf, each path once. */
 	for (a = l, b = r - 1; a; a >>= 1, b >>= 1) {
-		n = pack_report(st, &t->cover[a], n);
+		n = pack_report(st, pack_cover(t, a), n);
 		if (b != a)
-			n = pack_report(st, &t->cover[b], n);
+			n = pack_report(st, pack_cover(t, b), n);
 	}
 	for (; l < r; l >>= 1, r >>= 1) {
 		if (l & 1) {
-			n = pack_report(st, &t->cover[l], n);
-			n = pack_report(st, &t->part[l++], n);
+			n = pack_report(st, pack_cover(t, l), n);
+			n = pack_report(st, pack_part(t, l++), n);
 		}
 		if (r & 1) {
 			--r;
-			n = pack_report(st, &t->cover[r], n);
-			n = pack_report(st, &t->part[r], n);
+			n = pack_report(st, pack_cover(t, r), n);
+			n = pack_report(st, pack_part(t, r), n);
 		}
 	}
 	return n;
@@ -247,7 +264,7 @@ static int pack_place(struct pack_greedy_state *st, uint32_t id, uint64_t *peak)
 	if (it->off + it->size > *peak)
 		*peak = it->off + it->size;
 	for (k = 0; k < it->nr_iv; k++)
-		pack_tree_insert(&st->tree, pack_local_lo(ctx, it, k),
+		pack_tree_insert(st->tree, pack_local_lo(ctx, it, k),
 				 pack_local_hi(ctx, it, k), id, false);
 	return 0;
 }
@@ -315,7 +332,7 @@ static int pack_greedy_order(struct pack_greedy_state *st, enum pack_order o,
 		st->keys[i].id = g->items[i];
 	}
 	qsort(st->keys, g->nr, sizeof(*st->keys), pack_key_cmp);
-	pack_tree_reset(&st->tree);
+	pack_tree_reset(st->tree);
 	*peak = 0;
 	for (i = 0; i < g->nr; i++) {
 		err = pack_place(st, st->keys[i].id, peak);
@@ -370,7 +387,7 @@ static int pack_greedy_run(struct pack_greedy_state *st)
 
 int pack_greedy(struct pack_ctx *ctx, struct pack_group *g)
 {
-	struct pack_greedy_state st = { ctx, g, { 0 }, NULL, NULL, NULL };
+	struct pack_greedy_state st = { ctx, g, NULL, NULL, NULL, NULL };
 	int err = -ENOMEM;
 
 	if (!ctx->stamp) {
@@ -381,15 +398,10 @@ int pack_greedy(struct pack_ctx *ctx, struct pack_group *g)
 	st.nb = malloc(g->nr * sizeof(*st.nb));
 	st.keys = malloc(g->nr * sizeof(*st.keys));
 	st.best_off = calloc(g->nr, sizeof(*st.best_off));
-	st.tree.P = 1;
-	while (st.tree.P < g->nr_secs)
-		st.tree.P *= 2;
-	st.tree.cover = calloc(2 * st.tree.P, sizeof(*st.tree.cover));
-	st.tree.part = calloc(2 * st.tree.P, sizeof(*st.tree.part));
-	if (st.nb && st.keys && st.best_off && st.tree.cover && st.tree.part &&
-	    !pack_tree_init(&st.tree, ctx, g))
+	st.tree = pack_tree_new(ctx, g);
+	if (st.nb && st.keys && st.best_off && st.tree)
 		err = pack_greedy_run(&st);
-	pack_tree_free(&st.tree);
+	pack_tree_free(st.tree);
 	free(st.best_off);
 	free(st.keys);
 	free(st.nb);

@@ -285,7 +285,7 @@ int pack_sweep(struct pack_ctx *ctx, struct pack_group *g)
 			base += it->size;
 		}
 	}
-	off = malloc((g->nr + 1) * sizeof(*off));
+	off = calloc(g->nr + 1, sizeof(*off));
 	ev = malloc((2 * g->nr + 1) * sizeof(*ev));
 	if (!off || !ev) {
 		free(ev);

@@ -67,6 +67,7 @@ run util -- "$O/tests/test-util"
 run planner SHARED="$SHARED" -- "$O/tests/test-planner"
 run pack -- "$O/tests/test-pack"
 run recorder -- "$O/tests/test-recorder"
+run mapper/host -- "$O/tests/test-mapper" host
 run stalloc-plan O="$O" SHARED="$SHARED" -- sh tests/test-cli.sh
 run stalloc-timeline O="$O" SHARED="$SHARED" -- sh tests/test-timeline.sh
 run vmm/host -- "$O/tests/test-vmm" host
@@ -74,6 +75,8 @@ if [ "$HAVE_CUDA_H" = y ]; then
 	run fakecuda/selftest -- "$O/tests/fakecuda-selftest" "$FAKE"
 	run vmm/cuda-fake STALLOC_LIBCUDA="$FAKE" -- "$O/tests/test-vmm" cuda
 	run vmm/faults STALLOC_LIBCUDA="$FAKE" -- "$O/tests/test-vmm-faults"
+	run mapper/cuda-fake STALLOC_LIBCUDA="$FAKE" -- \
+		"$O/tests/test-mapper" cuda
 else
 	echo "SKIP cuda backend tests: built without CUDA headers"
 	skip=$((skip + 1))

@@ -438,3 +438,15 @@ uint64_t vmm_phys_limit(const struct vmm_space *s)
 {
 	return s->phys_limit;
 }
+
+uint64_t vmm_device_bytes(const struct vmm_space *s)
+{
+	return s->be.info.device_bytes;
+}
+
+void vmm_set_phys_limit(struct vmm_space *s, uint64_t bytes)
+{
+	pthread_mutex_lock(&s->lock);
+	s->phys_limit = bytes;
+	pthread_mutex_unlock(&s->lock);
+}

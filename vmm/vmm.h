@@ -127,6 +127,12 @@ size_t vmm_granularity(const struct vmm_space *s);
 int vmm_device(const struct vmm_space *s);
 const char *vmm_backend_name(const struct vmm_space *s);
 uint64_t vmm_phys_limit(const struct vmm_space *s);
+uint64_t vmm_device_bytes(const struct vmm_space *s);
+/*
+ * Change the physical limit.  Memory held above a lowered limit stays; new
+ * mappings fail with -ENOMEM until enough is given back.
+ */
+void vmm_set_phys_limit(struct vmm_space *s, uint64_t bytes);
 
 /*
  * Map physical chunks (pooled ones first, then new ones) over the

@@ -115,6 +115,107 @@ enum stalloc_log_level {
 STALLOC_API enum stalloc_log_level
 stalloc_set_log_level(enum stalloc_log_level level);
 
+/* ------------------------------------------------------------ runtime */
+
+/*
+ * The allocator a training job loads.  The first request for a device
+ * creates its state: a vmm address space (one large reservation), and in it
+ * the dynamic region, which grows by mapping chunks and shrinks by
+ * unmapping them.  STALLOC_MODE picks the mode: "off" (the default: the
+ * dynamic allocator only) or "trace" (also record every request to
+ * STALLOC_TRACE, a path pattern with %p pid, %d device, %r RANK; default
+ * "stalloc-%p-%d.trace").  See Documentation/mapper.rst.
+ */
+
+/**
+ * struct stalloc_stats - what one device's allocator holds and did
+ * @allocated: bytes handed out and not yet freed (as requested)
+ * @allocated_peak: most bytes handed out at once
+ * @reserved: bytes of physical memory held from the device
+ * @reserved_peak: most physical bytes held at once
+ * @mapped: bytes of address space mapped
+ * @mapped_peak: most bytes mapped at once
+ * @plan_hits: requests served at their planned address
+ * @plan_misses: requests the plan expected but that were served otherwise
+ * @dynamic_bytes: bytes handed out by the dynamic allocator now
+ * @allocs: requests served
+ * @frees: frees done
+ * @bad_frees: frees of pointers stalloc did not hand out (or freed twice)
+ * @oom: requests that failed for lack of memory
+ * @driver_calls: driver calls made (all kinds)
+ */
+struct stalloc_stats {
+	uint64_t allocated;
+	uint64_t allocated_peak;
+	uint64_t reserved;
+	uint64_t reserved_peak;
+	uint64_t mapped;
+	uint64_t mapped_peak;
+	uint64_t plan_hits;
+	uint64_t plan_misses;
+	uint64_t dynamic_bytes;
+	uint64_t allocs;
+	uint64_t frees;
+	uint64_t bad_frees;
+	uint64_t oom;
+	uint64_t driver_calls;
+};
+
+/**
+ * stalloc_malloc() - allocate device memory (PyTorch's pluggable "alloc")
+ * @size: bytes; 0 returns NULL
+ * @device: device ordinal
+ * @stream: the CUDA stream the memory will be used on (NULL: default)
+ *
+ * Return: the address, or NULL when out of memory (after trimming cached
+ * memory and retrying; one message says why, with the device's stats) or on
+ * bad arguments (stalloc_last_error() says which).
+ */
+STALLOC_API void *stalloc_malloc(size_t size, int device, void *stream);
+
+/**
+ * stalloc_free() - free what stalloc_malloc() returned (PyTorch's "free")
+ * @ptr: the address (NULL is ignored)
+ * @size: the size given at allocation (checked when nonzero)
+ * @device: its device
+ * @stream: the stream it was last used on
+ *
+ * A pointer stalloc did not hand out, or one already freed, is reported
+ * (counted in bad_frees) and left alone.
+ */
+STALLOC_API void stalloc_free(void *ptr, size_t size, int device,
+			      void *stream);
+
+/* PyTorch's optional hooks. */
+STALLOC_API void stalloc_init(int device_count);
+STALLOC_API void stalloc_empty_cache(void);
+STALLOC_API void stalloc_memory_fraction(double fraction, int device);
+STALLOC_API void stalloc_record_stream(void *ptr, void *stream);
+
+/**
+ * stalloc_mark() - mark a point of the training loop
+ * @label: one word; "iteration" starts an iteration
+ */
+STALLOC_API void stalloc_mark(const char *label);
+
+/**
+ * stalloc_stats() - one device's statistics
+ * @device: device ordinal
+ * @st: filled in
+ *
+ * Return: 0, -EINVAL for a bad device, -ENOENT if the device was never used.
+ */
+STALLOC_API int stalloc_stats(int device, struct stalloc_stats *st);
+
+/**
+ * stalloc_shutdown() - release every device's memory and state
+ *
+ * For tests and for programs that want to give everything back before they
+ * exit.  No other stalloc call may run during it; the first request after
+ * it starts afresh, reading the environment again.
+ */
+STALLOC_API void stalloc_shutdown(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: MIT
+/*
+ * mapper/dyn.c - the dynamic region: best fit over VMM-backed blocks
+ *
+ * Blocks tile [base, top) in address order; free ones also sit in a list
+ * per size class (floor(log2(size))).  An allocation takes the smallest
+ * free block that fits (scanning its own class, then the first non-empty
+ * larger class), splitting off the rest; failing that, the region grows at
+ * its top.  Pages are mapped on demand: the chunks under a block are mapped
+ * when it is handed out if they are not already, so the region grows by
+ * mapping and never moves or copies anything.  dyn_release() unmaps the
+ * whole chunks that lie inside free blocks, which is how it shrinks.
+ *
+ * Streams: a free block remembers the stream it was last used on.  Handing
+ * it out for another stream first waits for that stream (the whole device
+ * when the block saw several); same-stream reuse waits for nothing, since a
+ * stream runs its work in order.
+ *
+ * Locking: the caller holds the device lock for every call.  Block
+ * descriptors that merge away are freed after an RCU grace period
+ * (call_rcu), because the free path looks blocks up without the lock.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/util.h"
+#include "mapper.h"
+
+static unsigned int size_class(uint64_t size)
+{
+	return 63 - (unsigned int)__builtin_clzll(size);
+}
+
+static void free_block_rcu(struct rcu_head *h)
+{
+	free(caa_container_of(h, struct mblock, rcu));
+}
+
+static void retire(struct mblock *b)
+{
+	urcu_bp_call_rcu(&b->rcu, free_block_rcu);
+}
+
+static void put_free(struct dyn_region *d, struct mblock *b)
+{
+	b->free = true;
+	cds_list_add(&b->free_node, &d->free[size_class(b->size)]);
+	d->free_bytes += b->size;
+}
+
+static void take_free(struct dyn_region *d, struct mblock *b)
+{
+	b->free = false;
+	cds_list_del(&b->free_node);
+	d->free_bytes -= b->size;
+}
+
+void dyn_init(struct dyn_region *d, struct vmm_space *vmm, uint64_t base,
+	      uint64_t end)
+{
+	int c;
+
+	memset(d, 0, sizeof(*d));
+	d->vmm = vmm;
+	d->base = d->top = base;
+	d->end = end;
+	CDS_INIT_LIST_HEAD(&d->blocks);
+	for (c = 0; c < DYN_CLASSES; c++)
+		CDS_INIT_LIST_HEAD(&d->free[c]);
+}
+
+static struct mblock *best_fit(struct dyn_region *d, uint64_t size)
+{
+	struct mblock *b, *best = NULL;
+	unsigned int c;
+
+	for (c = size_class(size); c < DYN_CLASSES && !best; c++)
+		cds_list_for_each_entry(b, &d->free[c], free_node)
+			if (b->size >= size && (!best || b->size < best->size))
+				best = b;
+	return best;
+}
+
+/* Map whatever is unmapped of the chunks under [addr, addr + size). */
+static int ensure_mapped(struct dyn_region *d, uint64_t addr, uint64_t size)
+{
+	uint64_t chunk = vmm_chunk_bytes(d->vmm), base = vmm_base(d->vmm);
+	uint64_t lo = addr - (addr - base) % chunk, hi, run;
+	int err;
+
+	if (!sa_round_up(addr + size - base, chunk, &hi))
+		return -ENOMEM;
+	hi += base;
+	while (lo < hi) {
+		if (vmm_is_mapped(d->vmm, lo, chunk)) {
+			lo += chunk;
+			continue;
+		}
+		for (run = lo + chunk;
+		     run < hi && !vmm_is_mapped(d->vmm, run, chunk);
+		     run += chunk)
+			;
+		err = vmm_map(d->vmm, lo, run - lo);
+		if (err)
+			return err;
+		lo = run;
+	}
+	return 0;
+}
+
+/* Wait until the work that last used @b is done, if @stream is another. */
+static int wait_streams(struct dyn_region *d, struct mblock *b, void *stream)
+{
+	if (b->streams & MB_STREAM_MANY)
+		return vmm_sync(d->vmm, NULL);
+	if ((b->streams & MB_STREAM_ONE) && b->stream != stream)
+		return vmm_sync(d->vmm, b->stream);
+	return 0;
+}
+
+/* Split @b so that it is @size bytes; the rest becomes a free block. */
+static void split(struct dyn_region *d, struct mblock *b, uint64_t size)
+{
+	struct mblock *rest;
+
+	if (b->size - size < DYN_ALIGN)
+		return;
+	rest = calloc(1, sizeof(*rest));
+	if (!rest)
+		return; /* keep the whole block: correct, slightly wasteful */
+	rest->addr = b->addr + size;
+	rest->size = b->size - size;
+	rest->stream = b->stream;
+	rest->streams = b->streams;
+	b->size = size;
+	cds_list_add(&rest->addr_node, &b->addr_node);
+	put_free(d, rest);
+}
+
+static int grow(struct dyn_region *d, uint64_t size, struct mblock **out)
+{
+	struct mblock *last = NULL, *b;
+	uint64_t need = size;
+
+	if (!cds_list_empty(&d->blocks)) {
+		last = cds_list_entry(d->blocks.prev, struct mblock, addr_node);
+		if (last->free)
+			need = size - last->size;
+		else
+			last = NULL;
+	}
+	if (need > d->end - d->top)
+		return sa_error(-ENOMEM,
+				"mapper: device %d: the dynamic region is "
+				"full (%llu bytes wanted)",
+				vmm_device(d->vmm), (unsigned long long)size);
+	if (last) {
+		take_free(d, last);
+		last->size = size;
+		d->top += need;
+		*out = last;
+		return 0;
+	}
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return sa_error(-ENOMEM, "mapper: out of host memory");
+	b->addr = d->top;
+	b->size = size;
+	d->top += size;
+	cds_list_add_tail(&b->addr_node, &d->blocks);
+	*out = b;
+	return 0;
+}
+
+int dyn_alloc(struct dyn_region *d, uint64_t size, void *stream,
+	      struct mblock **out)
+{
+	struct mblock *b;
+	int err;
+
+	if (!sa_round_up(size, DYN_ALIGN, &size))
+		return sa_error(-ENOMEM, "mapper: size overflows");
+	b = best_fit(d, size);
+	if (b) {
+		take_free(d, b);
+		split(d, b, size);
+	} else {
+		err = grow(d, size, &b);
+		if (err)
+			return err;
+	}
+	err = ensure_mapped(d, b->addr, b->size);
+	if (!err)
+		err = wait_streams(d, b, stream);
+	if (err) {
+		dyn_free(d, b);
+		return err;
+	}
+	b->stream = stream;
+	b->streams = MB_STREAM_ONE;
+	*out = b;
+	return 0;
+}
+
+/* Merge free @b with its free neighbours; returns the merged block. */
+static struct mblock *merge(struct dyn_region *d, struct mblock *b)
+{
+	struct mblock *n;
+
+	if (b->addr_node.next != &d->blocks) {
+		n = cds_list_entry(b->addr_node.next, struct mblock, addr_node);
+		if (n->free) {
+			take_free(d, n);
+			b->size += n->size;
+			if (n->streams && (n->stream != b->stream ||
+					   (n->streams & MB_STREAM_MANY)))
+				b->streams |= MB_STREAM_MANY;
+			cds_list_del(&n->addr_node);
+			retire(n);
+		}
+	}
+	if (b->addr_node.prev != &d->blocks) {
+		n = cds_list_entry(b->addr_node.prev, struct mblock, addr_node);
+		if (n->free) {
+			take_free(d, n);
+			n->size += b->size;
+			if (b->streams && (n->stream != b->stream ||
+					   (b->streams & MB_STREAM_MANY)))
+				n->streams |= MB_STREAM_MANY;
+			n->streams |= b->streams & MB_STREAM_ONE;
+			cds_list_del(&b->addr_node);
+			retire(b);
+			b = n;
+		}
+	}
+	return b;
+}
+
+void dyn_free(struct dyn_region *d, struct mblock *b)
+{
+	b->req = 0;
+	put_free(d, merge(d, b));
+}
+
+uint64_t dyn_release(struct dyn_region *d)
+{
+	uint64_t chunk = vmm_chunk_bytes(d->vmm), base = vmm_base(d->vmm);
+	uint64_t released = 0, lo, hi, x, run;
+	struct mblock *b;
+
+	cds_list_for_each_entry(b, &d->blocks, addr_node) {
+		if (!b->free || !sa_round_up(b->addr - base, chunk, &lo))
+			continue;
+		lo += base;
+		hi = b->addr + b->size - (b->addr + b->size - base) % chunk;
+		for (x = lo; x < hi;) {
+			if (!vmm_is_mapped(d->vmm, x, chunk)) {
+				x += chunk;
+				continue;
+			}
+			for (run = x + chunk;
+			     run < hi && vmm_is_mapped(d->vmm, run, chunk);
+			     run += chunk)
+				;
+			/* vmm_unmap waits for the device first */
+			if (!vmm_unmap(d->vmm, x, run - x, 0))
+				released += run - x;
+			x = run;
+		}
+	}
+	return released;
+}
+
+void dyn_destroy(struct dyn_region *d)
+{
+	struct mblock *b, *tmp;
+
+	cds_list_for_each_entry_safe(b, tmp, &d->blocks, addr_node) {
+		cds_list_del(&b->addr_node);
+		free(b);
+	}
+	dyn_init(d, d->vmm, d->base, d->end);
+}

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mapper/mapper.h - the runtime's internal interface
+ *
+ * One struct mdev per device: its vmm space, its dynamic region, a
+ * lock-free hash table from address to block for the free path, the trace
+ * recorder in trace mode, and statistics.  dyn.c is the dynamic region's
+ * allocator; runtime.c the devices, modes and the public entry points.
+ */
+#ifndef STALLOC_MAPPER_MAPPER_H
+#define STALLOC_MAPPER_MAPPER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <urcu/list.h>
+#include <urcu/urcu-bp.h>
+#include <urcu/rculfhash.h>
+
+#include <stalloc/stalloc.h>
+
+#include "../vmm/vmm.h"
+
+#define DYN_ALIGN 512
+#define DYN_CLASSES 64
+
+/* A block's streams: none yet, exactly @stream, or several (any). */
+#define MB_STREAM_ONE 0x1
+#define MB_STREAM_MANY 0x2
+
+/**
+ * struct mblock - one block of the dynamic region
+ * @addr: start (DYN_ALIGN aligned)
+ * @size: bytes (a multiple of DYN_ALIGN)
+ * @req: bytes requested (allocated blocks)
+ * @id: trace ID (allocated blocks)
+ * @stream: the stream it was last used on (when @streams is MB_STREAM_ONE)
+ * @streams: MB_STREAM_* flags
+ * @free: on a free list
+ * @addr_node: all blocks of the region, in address order
+ * @free_node: link in its size class while @free
+ * @hnode: in the device's hash table while allocated
+ * @rcu: deferred free: lock-free readers may hold the block
+ */
+struct mblock {
+	uint64_t addr;
+	uint64_t size;
+	uint64_t req;
+	uint64_t id;
+	void *stream;
+	unsigned int streams;
+	bool free;
+	struct cds_list_head addr_node;
+	struct cds_list_head free_node;
+	struct cds_lfht_node hnode;
+	struct rcu_head rcu;
+};
+
+/**
+ * struct dyn_region - the dynamic allocator's address range
+ * @vmm: the device's space
+ * @base: first address; blocks tile [base, top)
+ * @top: end of the last block
+ * @end: end of the range
+ * @blocks: every block, by address
+ * @free: free blocks by size class (floor of log2 of the size)
+ * @free_bytes: bytes in free blocks
+ */
+struct dyn_region {
+	struct vmm_space *vmm;
+	uint64_t base;
+	uint64_t top;
+	uint64_t end;
+	struct cds_list_head blocks;
+	struct cds_list_head free[DYN_CLASSES];
+	uint64_t free_bytes;
+};
+
+void dyn_init(struct dyn_region *d, struct vmm_space *vmm, uint64_t base,
+	      uint64_t end);
+/*
+ * Best fit of @size bytes for @stream; its pages are mapped.  A block
+ * last used on another stream is waited for first.  -ENOMEM when neither
+ * the free blocks nor the room left can hold it, or mapping fails.
+ */
+int dyn_alloc(struct dyn_region *d, uint64_t size, void *stream,
+	      struct mblock **out);
+/* Return a block; it merges with free neighbours. */
+void dyn_free(struct dyn_region *d, struct mblock *b);
+/* Unmap every whole chunk inside free blocks; bytes unmapped. */
+uint64_t dyn_release(struct dyn_region *d);
+/* Free every block (tear-down; nothing may be allocated). */
+void dyn_destroy(struct dyn_region *d);
+
+#endif /* STALLOC_MAPPER_MAPPER_H */

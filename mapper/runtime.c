@@ -1,0 +1,457 @@
+// SPDX-License-Identifier: MIT
+/*
+ * mapper/runtime.c - devices, modes and the public allocator entry points
+ *
+ * A device's state is made on its first request and published in devs[]
+ * with rcu_set_pointer, so the fast path finds it with one load.  Each
+ * device has one mutex for its allocator: an allocation or a free takes it
+ * once; the free path's lookup (address to block) goes through a lock-free
+ * rculfhash under the urcu-bp read lock, so a bad pointer is told without
+ * any lock.  Trace records are written after the device lock is dropped.
+ *
+ * Modes (STALLOC_MODE): "off" serves everything from the dynamic region;
+ * "trace" also records every request (STALLOC_TRACE).  Planned modes come
+ * with the matcher.
+ *
+ * Locking order: devs_lock (device creation and shutdown only) before a
+ * device's lock; never the other way.  No lock is held across a trace
+ * write.  Failure never crashes the caller: NULL and a message.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../lib/util.h"
+#include "../tracing/recorder.h"
+#include "mapper.h"
+
+#define MAX_DEVICES 64
+
+enum mode { MODE_OFF, MODE_TRACE };
+
+struct mdev {
+	int device;
+	enum mode mode;
+	pthread_mutex_t lock;
+	struct vmm_space *vmm;
+	struct dyn_region dyn;
+	struct cds_lfht *blocks;
+	struct trec *rec;
+	uint64_t next_id;
+	struct stalloc_stats st;
+	double fraction;
+};
+
+static struct mdev *devs[MAX_DEVICES];
+static double fractions[MAX_DEVICES];
+static pthread_mutex_t devs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned long hash_ptr(uint64_t p)
+{
+	p ^= p >> 33;
+	p *= 0xff51afd7ed558ccdULL;
+	p ^= p >> 33;
+	return (unsigned long)p;
+}
+
+static int match_addr(struct cds_lfht_node *node, const void *key)
+{
+	const struct mblock *b = caa_container_of(node, struct mblock, hnode);
+
+	return b->addr == *(const uint64_t *)key;
+}
+
+static int parse_mode(enum mode *m)
+{
+	const char *s = getenv("STALLOC_MODE");
+
+	if (!s || !*s || !strcasecmp(s, "off")) {
+		*m = MODE_OFF;
+		return 0;
+	}
+	if (!strcasecmp(s, "trace")) {
+		*m = MODE_TRACE;
+		return 0;
+	}
+	return sa_error(-EINVAL,
+			"runtime: STALLOC_MODE=\"%s\" is not supported here "
+			"(want off or trace)",
+			s);
+}
+
+static int dev_open_vmm(struct mdev *d)
+{
+	struct vmm_config cfg = { .device = d->device };
+	int err;
+
+	err = vmm_space_create(&cfg, &d->vmm);
+	if (err)
+		return err;
+	if (d->fraction > 0 && d->fraction < 1) {
+		uint64_t lim = (uint64_t)((double)vmm_device_bytes(d->vmm) *
+					  d->fraction);
+
+		vmm_set_phys_limit(d->vmm, lim);
+	}
+	dyn_init(&d->dyn, d->vmm, vmm_base(d->vmm),
+		 vmm_base(d->vmm) + vmm_size(d->vmm));
+	return 0;
+}
+
+static int dev_create(int device, struct mdev **out)
+{
+	struct mdev *d = calloc(1, sizeof(*d));
+	int err;
+
+	if (!d)
+		return sa_error(-ENOMEM, "runtime: out of host memory");
+	d->device = device;
+	d->fraction = fractions[device];
+	pthread_mutex_init(&d->lock, NULL);
+	err = parse_mode(&d->mode);
+	if (err)
+		goto err_free;
+	err = dev_open_vmm(d);
+	if (err)
+		goto err_free;
+	d->blocks = cds_lfht_new_flavor(
+		1024, 1024, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING,
+		&urcu_bp_flavor, NULL);
+	if (!d->blocks) {
+		err = sa_error(-ENOMEM, "runtime: out of host memory");
+		goto err_vmm;
+	}
+	if (d->mode == MODE_TRACE) {
+		const char *pat = getenv("STALLOC_TRACE");
+
+		err = trec_open(pat && *pat ? pat : "stalloc-%p-%d.trace",
+				device, &d->rec);
+		if (err)
+			goto err_ht;
+	}
+	sa_log(STALLOC_LOG_INFO, "runtime: device %d ready (mode %s)", device,
+	       d->mode == MODE_TRACE ? "trace" : "off");
+	*out = d;
+	return 0;
+
+err_ht:
+	cds_lfht_destroy(d->blocks, NULL);
+err_vmm:
+	vmm_space_destroy(d->vmm);
+err_free:
+	pthread_mutex_destroy(&d->lock);
+	free(d);
+	return err;
+}
+
+/* The device's state, made on first use; NULL (and a message) on error. */
+static struct mdev *dev_get(int device)
+{
+	struct mdev *d;
+	int err = 0;
+
+	if (unlikely(device < 0 || device >= MAX_DEVICES)) {
+		sa_record_error(-EINVAL,
+				"runtime: device %d out of range (0..%d)",
+				device, MAX_DEVICES - 1);
+		return NULL;
+	}
+	d = rcu_dereference(devs[device]);
+	if (likely(d))
+		return d;
+	pthread_mutex_lock(&devs_lock);
+	d = devs[device];
+	if (!d) {
+		err = dev_create(device, &d);
+		if (!err)
+			rcu_set_pointer(&devs[device], d);
+	}
+	pthread_mutex_unlock(&devs_lock);
+	if (err) {
+		sa_log(STALLOC_LOG_ERROR, "%s", stalloc_last_error());
+		return NULL;
+	}
+	return d;
+}
+
+static void stats_alloc(struct mdev *d, const struct mblock *b)
+{
+	d->st.allocs++;
+	d->st.allocated += b->req;
+	d->st.dynamic_bytes += b->req;
+	if (d->st.allocated > d->st.allocated_peak)
+		d->st.allocated_peak = d->st.allocated;
+}
+
+static void report_oom(struct mdev *d, size_t size)
+{
+	struct stalloc_stats st;
+
+	stalloc_stats(d->device, &st);
+	sa_log(STALLOC_LOG_ERROR,
+	       "runtime: device %d: out of memory for %zu bytes (%s): "
+	       "allocated %" PRIu64 ", reserved %" PRIu64 " (peak %" PRIu64
+	       "), mapped %" PRIu64,
+	       d->device, size, stalloc_last_error(), st.allocated, st.reserved,
+	       st.reserved_peak, st.mapped);
+}
+
+/* Give cached memory back: free chunks unmapped, pooled chunks released. */
+static void dev_trim(struct mdev *d)
+{
+	dyn_release(&d->dyn);
+	vmm_trim(d->vmm, 0);
+}
+
+void *stalloc_malloc(size_t size, int device, void *stream)
+{
+	struct mdev *d;
+	struct mblock *b;
+	int err, tries;
+
+	if (unlikely(!size)) {
+		sa_record_error(-EINVAL,
+				"runtime: zero-size request on device %d",
+				device);
+		return NULL;
+	}
+	d = dev_get(device);
+	if (unlikely(!d))
+		return NULL;
+	pthread_mutex_lock(&d->lock);
+	for (tries = 0;; tries++) {
+		err = dyn_alloc(&d->dyn, size, stream, &b);
+		if (!err || err != -ENOMEM || tries)
+			break;
+		dev_trim(d); /* out of memory: trim, then once more */
+	}
+	if (unlikely(err)) {
+		d->st.oom++;
+		pthread_mutex_unlock(&d->lock);
+		report_oom(d, size);
+		return NULL;
+	}
+	b->req = size;
+	b->id = ++d->next_id;
+	cds_lfht_add(d->blocks, hash_ptr(b->addr), &b->hnode);
+	stats_alloc(d, b);
+	pthread_mutex_unlock(&d->lock);
+	if (d->rec)
+		trec_alloc(d->rec, b->id, size, (uint64_t)(uintptr_t)stream);
+	return (void *)(uintptr_t)b->addr;
+}
+
+static void bad_free(struct mdev *d, const void *ptr, const char *why)
+{
+	__atomic_add_fetch(&d->st.bad_frees, 1, __ATOMIC_RELAXED);
+	sa_log(STALLOC_LOG_ERROR,
+	       "runtime: device %d: free of %p: %s; left "
+	       "alone",
+	       d->device, ptr, why);
+}
+
+void stalloc_free(void *ptr, size_t size, int device, void *stream)
+{
+	uint64_t addr = (uint64_t)(uintptr_t)ptr, id;
+	struct cds_lfht_iter iter;
+	struct cds_lfht_node *node;
+	struct mblock *b;
+	struct mdev *d;
+
+	if (!ptr)
+		return;
+	d = dev_get(device);
+	if (unlikely(!d))
+		return;
+	urcu_bp_read_lock();
+	cds_lfht_lookup(d->blocks, hash_ptr(addr), match_addr, &addr, &iter);
+	node = cds_lfht_iter_get_node(&iter);
+	if (unlikely(!node)) {
+		urcu_bp_read_unlock();
+		bad_free(d, ptr, "not allocated by stalloc, or already freed");
+		return;
+	}
+	b = caa_container_of(node, struct mblock, hnode);
+	if (unlikely(size && size != b->req)) {
+		urcu_bp_read_unlock();
+		bad_free(d, ptr, "size differs from the allocation's");
+		return;
+	}
+	pthread_mutex_lock(&d->lock);
+	if (unlikely(cds_lfht_del(d->blocks, node))) {
+		pthread_mutex_unlock(&d->lock);
+		urcu_bp_read_unlock();
+		bad_free(d, ptr, "freed twice at once");
+		return;
+	}
+	id = b->id;
+	d->st.frees++;
+	d->st.allocated -= b->req;
+	d->st.dynamic_bytes -= b->req;
+	b->stream = stream;
+	dyn_free(&d->dyn, b);
+	pthread_mutex_unlock(&d->lock);
+	urcu_bp_read_unlock();
+	if (d->rec)
+		trec_free(d->rec, id, (uint64_t)(uintptr_t)stream);
+}
+
+void stalloc_record_stream(void *ptr, void *stream)
+{
+	uint64_t addr = (uint64_t)(uintptr_t)ptr;
+	struct cds_lfht_iter iter;
+	struct cds_lfht_node *node;
+	int i;
+
+	/* the block is on some device: find it, mark it used by 2 streams */
+	for (i = 0; i < MAX_DEVICES; i++) {
+		struct mdev *d = rcu_dereference(devs[i]);
+
+		if (!d)
+			continue;
+		urcu_bp_read_lock();
+		cds_lfht_lookup(d->blocks, hash_ptr(addr), match_addr, &addr,
+				&iter);
+		node = cds_lfht_iter_get_node(&iter);
+		if (node) {
+			struct mblock *b =
+				caa_container_of(node, struct mblock, hnode);
+
+			pthread_mutex_lock(&d->lock);
+			if (b->stream != stream)
+				b->streams |= MB_STREAM_MANY;
+			pthread_mutex_unlock(&d->lock);
+			urcu_bp_read_unlock();
+			return;
+		}
+		urcu_bp_read_unlock();
+	}
+	sa_log(STALLOC_LOG_WARN,
+	       "runtime: record_stream of %p: not "
+	       "allocated by stalloc",
+	       ptr);
+}
+
+void stalloc_mark(const char *label)
+{
+	int i;
+
+	for (i = 0; i < MAX_DEVICES; i++) {
+		struct mdev *d = rcu_dereference(devs[i]);
+
+		if (d && d->rec)
+			trec_mark(d->rec, label ? label : "mark");
+	}
+}
+
+void stalloc_init(int device_count)
+{
+	sa_log(STALLOC_LOG_INFO, "runtime: init for %d devices", device_count);
+}
+
+void stalloc_empty_cache(void)
+{
+	int i;
+
+	for (i = 0; i < MAX_DEVICES; i++) {
+		struct mdev *d = rcu_dereference(devs[i]);
+
+		if (!d)
+			continue;
+		pthread_mutex_lock(&d->lock);
+		dev_trim(d);
+		pthread_mutex_unlock(&d->lock);
+	}
+}
+
+void stalloc_memory_fraction(double fraction, int device)
+{
+	struct mdev *d;
+
+	if (device < 0 || device >= MAX_DEVICES || !(fraction > 0) ||
+	    fraction > 1) {
+		sa_log(STALLOC_LOG_ERROR,
+		       "runtime: memory fraction %g for "
+		       "device %d is out of range",
+		       fraction, device);
+		return;
+	}
+	pthread_mutex_lock(&devs_lock);
+	fractions[device] = fraction;
+	d = devs[device];
+	pthread_mutex_unlock(&devs_lock);
+	if (d) {
+		pthread_mutex_lock(&d->lock);
+		d->fraction = fraction;
+		pthread_mutex_unlock(&d->lock);
+		vmm_set_phys_limit(d->vmm,
+				   (uint64_t)((double)vmm_device_bytes(d->vmm) *
+					      fraction));
+	}
+}
+
+int stalloc_stats(int device, struct stalloc_stats *st)
+{
+	struct vmm_stats vs;
+	struct mdev *d;
+	int k;
+
+	if (device < 0 || device >= MAX_DEVICES)
+		return sa_error(-EINVAL, "runtime: device %d out of range",
+				device);
+	d = rcu_dereference(devs[device]);
+	if (!d)
+		return sa_error(-ENOENT, "runtime: device %d was never used",
+				device);
+	pthread_mutex_lock(&d->lock);
+	*st = d->st;
+	st->bad_frees = __atomic_load_n(&d->st.bad_frees, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&d->lock);
+	vmm_get_stats(d->vmm, &vs);
+	st->reserved = vs.phys_bytes;
+	st->reserved_peak = vs.phys_bytes_peak;
+	st->mapped = vs.bytes_mapped;
+	st->mapped_peak = vs.bytes_mapped_peak;
+	st->driver_calls = 0;
+	for (k = 0; k < VMM_CALL_NR; k++)
+		st->driver_calls += vs.calls[k];
+	return 0;
+}
+
+void stalloc_shutdown(void)
+{
+	int i;
+
+	pthread_mutex_lock(&devs_lock);
+	for (i = 0; i < MAX_DEVICES; i++) {
+		struct mdev *d = devs[i];
+		struct cds_lfht_iter iter;
+		struct cds_lfht_node *node;
+
+		if (!d)
+			continue;
+		rcu_set_pointer(&devs[i], NULL);
+		urcu_bp_synchronize_rcu();
+		if (d->rec && trec_close(d->rec))
+			sa_log(STALLOC_LOG_ERROR, "%s", stalloc_last_error());
+		/* blocks still allocated are the caller's leak: drop them */
+		urcu_bp_read_lock();
+		cds_lfht_first(d->blocks, &iter);
+		while ((node = cds_lfht_iter_get_node(&iter))) {
+			cds_lfht_del(d->blocks, node);
+			cds_lfht_next(d->blocks, &iter);
+		}
+		urcu_bp_read_unlock();
+		cds_lfht_destroy(d->blocks, NULL);
+		urcu_bp_barrier();
+		dyn_destroy(&d->dyn);
+		vmm_space_destroy(d->vmm);
+		pthread_mutex_destroy(&d->lock);
+		free(d);
+		fractions[i] = 0;
+	}
+	pthread_mutex_unlock(&devs_lock);
+}

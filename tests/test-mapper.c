@@ -1,0 +1,401 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tests/test-mapper.c - the runtime's public entry points (off and trace)
+ *
+ * Runs on the host backend, and with "cuda" as argument on the fake driver
+ * (where the stream rule is checked: reuse of a block on another stream
+ * waits for the stream that freed it; same-stream reuse does not).  Every
+ * test ends with stalloc_shutdown(), so each starts from nothing.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <stalloc/planner.h>
+#include <stalloc/stalloc.h>
+
+#include "tests/vmm-fixture.h"
+
+#define MB (1ULL << 20)
+
+static char dir[] = "/tmp/stalloc-map-XXXXXX";
+
+static int setup(void **state)
+{
+	(void)state;
+	setenv("STALLOC_MODE", "off", 1);
+	setenv("STALLOC_HOST_MEM", "1G", 1);
+	setenv("STALLOC_VA_SIZE", "4G", 1);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	stalloc_shutdown();
+	return 0;
+}
+
+/* A word at each end of the block (memcpy: the end may be unaligned). */
+static void fill(void *p, size_t n, uint64_t seed)
+{
+	uint64_t inv = ~seed;
+
+	if (n >= 16) {
+		memcpy(p, &seed, 8);
+		memcpy((char *)p + n - 8, &inv, 8);
+	}
+}
+
+static bool check(const void *p, size_t n, uint64_t seed)
+{
+	uint64_t a, b;
+
+	if (n < 16)
+		return true;
+	memcpy(&a, p, 8);
+	memcpy(&b, (const char *)p + n - 8, 8);
+	return a == seed && b == ~seed;
+}
+
+struct blk {
+	char *p;
+	size_t n;
+};
+
+static int by_addr(const void *a, const void *b)
+{
+	const struct blk *x = a, *y = b;
+
+	return x->p < y->p ? -1 : x->p > y->p;
+}
+
+/* Independent check: no two live blocks overlap. */
+static void assert_disjoint(struct blk *b, size_t n)
+{
+	struct blk *s = malloc(n * sizeof(*s));
+	size_t i;
+
+	memcpy(s, b, n * sizeof(*s));
+	qsort(s, n, sizeof(*s), by_addr);
+	for (i = 1; i < n; i++)
+		assert_true(s[i - 1].p + s[i - 1].n <= s[i].p);
+	free(s);
+}
+
+static void test_basic(void **state)
+{
+	static const size_t sizes[] = { 1,	511,	    512,
+					513,	4096,	    100000,
+					2 * MB, 3 * MB + 7, 64 * MB };
+	struct blk b[9];
+	struct stalloc_stats st;
+	size_t i, total = 0;
+
+	(void)state;
+	for (i = 0; i < 9; i++) {
+		b[i].n = sizes[i];
+		b[i].p = stalloc_malloc(sizes[i], 0, NULL);
+		assert_non_null(b[i].p);
+		assert_int_equal((uintptr_t)b[i].p % 512, 0);
+		fill(b[i].p, b[i].n, i);
+		total += sizes[i];
+	}
+	assert_disjoint(b, 9);
+	for (i = 0; i < 9; i++)
+		assert_true(check(b[i].p, b[i].n, i));
+	assert_int_equal(stalloc_stats(0, &st), 0);
+	assert_int_equal(st.allocated, total);
+	assert_int_equal(st.allocs, 9);
+	assert_true(st.mapped >= total && st.reserved >= total);
+	for (i = 0; i < 9; i++)
+		stalloc_free(b[i].p, b[i].n, 0, NULL);
+	assert_int_equal(stalloc_stats(0, &st), 0);
+	assert_int_equal(st.allocated, 0);
+	assert_int_equal(st.frees, 9);
+	assert_int_equal(st.bad_frees, 0);
+	assert_int_equal(st.allocated_peak, total);
+}
+
+static void test_reuse(void **state)
+{
+	struct stalloc_stats a, b;
+	void *p, *q;
+
+	(void)state;
+	p = stalloc_malloc(10 * MB, 0, NULL);
+	assert_non_null(p);
+	stalloc_free(p, 10 * MB, 0, NULL);
+	stalloc_stats(0, &a);
+	q = stalloc_malloc(10 * MB, 0, NULL);
+	stalloc_stats(0, &b);
+	assert_ptr_equal(p, q); /* best fit takes the block back */
+	assert_int_equal(b.driver_calls, a.driver_calls); /* nothing mapped */
+	stalloc_free(q, 0, 0, NULL); /* size 0: not checked */
+}
+
+static void test_bad_input(void **state)
+{
+	enum stalloc_log_level old = stalloc_set_log_level(STALLOC_LOG_NONE);
+	struct stalloc_stats st;
+	int on_stack;
+	void *p;
+
+	(void)state;
+	assert_null(stalloc_malloc(0, 0, NULL));
+	assert_non_null(strstr(stalloc_last_error(), "zero-size"));
+	assert_null(stalloc_malloc(512, -1, NULL));
+	assert_non_null(strstr(stalloc_last_error(), "device -1"));
+	assert_null(stalloc_malloc(512, 64, NULL));
+	p = stalloc_malloc(4096, 0, NULL);
+	assert_non_null(p);
+	stalloc_free(&on_stack, 4, 0, NULL); /* not ours */
+	stalloc_free((char *)p + 512, 0, 0, NULL); /* inside a block */
+	stalloc_free(p, 1234, 0, NULL); /* wrong size: left alone */
+	fill(p, 4096, 9);
+	assert_true(check(p, 4096, 9));
+	stalloc_free(p, 4096, 0, NULL);
+	stalloc_free(p, 4096, 0, NULL); /* twice */
+	stalloc_free(NULL, 0, 0, NULL); /* ignored */
+	stalloc_free(p, 0, 99, NULL); /* bad device */
+	assert_int_equal(stalloc_stats(0, &st), 0);
+	assert_int_equal(st.bad_frees, 4);
+	assert_int_equal(st.frees, 1);
+	assert_int_equal(st.allocated, 0);
+	assert_int_equal(stalloc_stats(5, &st), -ENOENT);
+	assert_int_equal(stalloc_stats(-5, &st), -EINVAL);
+	stalloc_set_log_level(old);
+}
+
+static void test_empty_cache(void **state)
+{
+	struct stalloc_stats st;
+	void *p[8];
+	int i;
+
+	(void)state;
+	for (i = 0; i < 8; i++)
+		p[i] = stalloc_malloc(8 * MB, 0, NULL);
+	for (i = 0; i < 8; i++)
+		stalloc_free(p[i], 8 * MB, 0, NULL);
+	stalloc_stats(0, &st);
+	assert_true(st.reserved >= 64 * MB); /* cached */
+	stalloc_empty_cache();
+	stalloc_stats(0, &st);
+	assert_int_equal(st.mapped, 0);
+	assert_int_equal(st.reserved, 0);
+	/* and it grows again on demand */
+	p[0] = stalloc_malloc(8 * MB, 0, NULL);
+	assert_non_null(p[0]);
+	fill(p[0], 8 * MB, 1);
+	stalloc_free(p[0], 8 * MB, 0, NULL);
+}
+
+static void test_oom(void **state)
+{
+	enum stalloc_log_level old = stalloc_set_log_level(STALLOC_LOG_NONE);
+	struct stalloc_stats st;
+	void *p, *q;
+
+	(void)state;
+	stalloc_memory_fraction(0.25, 0); /* 256 MiB of the 1 GiB device */
+	p = stalloc_malloc(200 * MB, 0, NULL);
+	assert_non_null(p);
+	assert_null(stalloc_malloc(100 * MB, 0, NULL));
+	stalloc_stats(0, &st);
+	assert_int_equal(st.oom, 1);
+	q = stalloc_malloc(40 * MB, 0, NULL);
+	assert_non_null(q);
+	stalloc_free(p, 0, 0, NULL);
+	/* the freed 200 MiB is cached; the retry path trims and reuses */
+	p = stalloc_malloc(210 * MB, 0, NULL);
+	assert_non_null(p);
+	stalloc_free(p, 0, 0, NULL);
+	stalloc_free(q, 0, 0, NULL);
+	stalloc_set_log_level(old);
+}
+
+#define THREADS 4
+#define ROUNDS 20000
+
+static void *churn(void *arg)
+{
+	uint64_t x = 0x9e3779b97f4a7c15ULL * (uintptr_t)arg + 1;
+	struct blk live[32] = { { 0 } };
+	int r, failed = 0;
+
+	for (r = 0; r < ROUNDS && !failed; r++) {
+		int k;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		k = (int)(x % 32);
+		if (live[k].p) {
+			failed |= !check(live[k].p, live[k].n,
+					 (uintptr_t)live[k].p);
+			stalloc_free(live[k].p, live[k].n, 0, NULL);
+			live[k].p = NULL;
+		} else {
+			live[k].n = 1 + (size_t)((x >> 20) % (1 << 20));
+			live[k].p = stalloc_malloc(live[k].n, 0, NULL);
+			failed |= !live[k].p;
+			if (live[k].p)
+				fill(live[k].p, live[k].n,
+				     (uintptr_t)live[k].p);
+		}
+	}
+	for (r = 0; r < 32; r++)
+		if (live[r].p)
+			stalloc_free(live[r].p, live[r].n, 0, NULL);
+	return (void *)(uintptr_t)failed;
+}
+
+static void test_threads(void **state)
+{
+	pthread_t t[THREADS];
+	struct stalloc_stats st;
+	void *ret;
+	int i;
+
+	(void)state;
+	for (i = 0; i < THREADS; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, churn,
+						(void *)(uintptr_t)i),
+				 0);
+	for (i = 0; i < THREADS; i++) {
+		pthread_join(t[i], &ret);
+		assert_null(ret);
+	}
+	stalloc_stats(0, &st);
+	assert_int_equal(st.allocated, 0);
+	assert_int_equal(st.bad_frees, 0);
+	assert_int_equal(st.allocs, st.frees);
+}
+
+/* Trace mode: a regular workload, traced, then planned. */
+static void test_trace_then_plan(void **state)
+{
+	char pattern[256], path[256];
+	struct stalloc_plan *p;
+	struct stalloc_plan_summary s;
+	void *w, *act[6];
+	int k, j;
+
+	(void)state;
+	snprintf(pattern, sizeof(pattern), "%s/t-%%d.trace", dir);
+	snprintf(path, sizeof(path), "%s/t-0.trace", dir);
+	setenv("STALLOC_MODE", "trace", 1);
+	setenv("STALLOC_TRACE", pattern, 1);
+	w = stalloc_malloc(32 * MB, 0, NULL); /* weights */
+	for (k = 0; k < 4; k++) {
+		stalloc_mark("iteration");
+		for (j = 0; j < 6; j++)
+			act[j] = stalloc_malloc((size_t)(j + 1) * MB, 0, NULL);
+		for (j = 6; j-- > 0;)
+			stalloc_free(act[j], 0, 0, NULL);
+	}
+	stalloc_free(w, 0, 0, NULL);
+	stalloc_shutdown(); /* closes the trace */
+	assert_int_equal(stalloc_plan_file(path, NULL, &p), 0);
+	stalloc_plan_summary(p, &s);
+	assert_int_equal(s.iterations, 4);
+	assert_int_equal(s.static_requests, 6);
+	assert_int_equal(s.persistent_requests, 1);
+	assert_int_equal(s.dynamic_requests, 0);
+	assert_int_equal(s.peak, s.lower_bound);
+	stalloc_plan_free(p);
+	unlink(path);
+	setenv("STALLOC_MODE", "off", 1);
+}
+
+/* ------------------------------------------------- streams (fake driver) */
+
+typedef int (*stream_create_fn)(void **s, unsigned int flags);
+
+static void test_streams(void **state)
+{
+	const struct fx_fake *fk = fx_fake();
+	stream_create_fn create;
+	void *a, *b, *p, *q;
+	unsigned long n;
+	void *h;
+
+	(void)state;
+	if (!fk) {
+		skip();
+		return;
+	}
+	h = dlopen(getenv("STALLOC_LIBCUDA"), RTLD_NOW | RTLD_NOLOAD);
+	assert_non_null(h);
+	*(void **)&create = dlsym(h, "cuStreamCreate");
+	assert_non_null(create);
+	/* the fake needs a context current for streams */
+	p = stalloc_malloc(4 * MB, 0, NULL);
+	assert_non_null(p);
+	{
+		int (*retain)(void **, int);
+		int (*set)(void *);
+		void *ctx;
+
+		*(void **)&retain = dlsym(h, "cuDevicePrimaryCtxRetain");
+		*(void **)&set = dlsym(h, "cuCtxSetCurrent");
+		assert_int_equal(retain(&ctx, 0), 0);
+		assert_int_equal(set(ctx), 0);
+	}
+	assert_int_equal(create(&a, 0), 0);
+	assert_int_equal(create(&b, 0), 0);
+	stalloc_free(p, 0, 0, NULL);
+	p = stalloc_malloc(4 * MB, 0, a);
+	stalloc_free(p, 0, 0, a);
+	n = fk->calls("cuStreamSynchronize");
+	q = stalloc_malloc(4 * MB, 0, a); /* same stream: no wait */
+	assert_ptr_equal(p, q);
+	assert_int_equal(fk->calls("cuStreamSynchronize"), n);
+	stalloc_free(q, 0, 0, a);
+	q = stalloc_malloc(4 * MB, 0, b); /* another stream: wait for a */
+	assert_ptr_equal(p, q);
+	assert_int_equal(fk->calls("cuStreamSynchronize"), n + 1);
+	stalloc_record_stream(q, a); /* used on a too */
+	stalloc_free(q, 0, 0, b);
+	n = fk->calls("cuCtxSynchronize");
+	q = stalloc_malloc(4 * MB, 0, b); /* several streams: whole device */
+	assert_int_equal(fk->calls("cuCtxSynchronize"), n + 1);
+	stalloc_free(q, 0, 0, b);
+	assert_int_equal(fk->violations(), 0);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+		T(test_basic),		 T(test_reuse),	  T(test_bad_input),
+		T(test_empty_cache),	 T(test_oom),	  T(test_threads),
+		T(test_trace_then_plan), T(test_streams),
+#undef T
+	};
+	const char *backend = argc > 1 ? argv[1] : "host";
+	int ret;
+
+	if (!mkdtemp(dir))
+		return 1;
+	setenv("STALLOC_BACKEND", backend, 1);
+	setenv("FAKECUDA_MEM", "1G", 1); /* read at cuInit: the same device */
+	if (getenv("TEST_FILTER"))
+		cmocka_set_test_filter(getenv("TEST_FILTER"));
+	ret = cmocka_run_group_tests_name(
+		!strcmp(backend, "cuda") ? "mapper/cuda" : "mapper/host", tests,
+		NULL, NULL);
+	rmdir(dir);
+	return ret;
+}
