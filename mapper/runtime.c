@@ -188,7 +188,7 @@ static void stats_alloc(struct mdev *d, const struct mblock *b)
 
 static void report_oom(struct mdev *d, size_t size)
 {
-	struct stalloc_stats st;
+	struct stalloc_stats st = { 0 };
 
 	stalloc_stats(d->device, &st);
 	sa_log(STALLOC_LOG_ERROR,
