@@ -252,9 +252,11 @@ lint:
 	$(Q)cppcheck --quiet --error-exitcode=1 --inline-suppr \
 		--enable=warning,performance,portability --std=c11 \
 		-D__GNUC__ -D__x86_64__ -D__linux__ -Iinclude $(URCU_CFLAGS) \
-		$(LIB_SRCS) $(FAKE_SRCS) && echo "lint: cppcheck clean"
+		$(LIB_SRCS) $(FAKE_SRCS) $(TOOL_NAMES:%=tools/%.c) && \
+		echo "lint: cppcheck clean"
 	@mkdir -p $(O)
-	$(Q)clang-tidy --quiet $(LIB_SRCS) -- $(filter-out -f%,$(BASE_CFLAGS)) \
+	$(Q)clang-tidy --quiet $(LIB_SRCS) $(TOOL_NAMES:%=tools/%.c) -- \
+		$(filter-out -f%,$(BASE_CFLAGS)) \
 		$(URCU_CFLAGS) $(CUDA_CFLAGS) >$(O)/clang-tidy.log 2>&1; \
 		rc=$$?; grep -v "warnings generated" $(O)/clang-tidy.log; \
 		test $$rc = 0 && echo "lint: clang-tidy clean"

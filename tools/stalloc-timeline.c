@@ -468,11 +468,13 @@ int main(int argc, char **argv)
 	}
 	if (stalloc_trace_load(argv[optind], &t)) {
 		fprintf(stderr, "stalloc-timeline: %s\n", stalloc_last_error());
+		free(out);
 		return 1;
 	}
 	if (plan_path && stalloc_plan_read(plan_path, &p)) {
 		fprintf(stderr, "stalloc-timeline: %s\n", stalloc_last_error());
 		stalloc_trace_free(t);
+		free(out);
 		return 1;
 	}
 	if (!out)
