@@ -440,7 +440,7 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *plan_path = NULL;
+	const char *plan_path = NULL, *out_arg = NULL;
 	struct stalloc_plan *p = NULL;
 	struct stalloc_trace *t;
 	char *out = NULL;
@@ -449,8 +449,7 @@ int main(int argc, char **argv)
 
 	while ((ch = getopt_long(argc, argv, "o:p:h", lo, NULL)) != -1) {
 		if (ch == 'o') {
-			free(out);
-			out = strdup(optarg);
+			out_arg = optarg;
 		} else if (ch == 'p') {
 			plan_path = optarg;
 		} else if (ch == 'h') {
@@ -477,8 +476,7 @@ int main(int argc, char **argv)
 		free(out);
 		return 1;
 	}
-	if (!out)
-		out = default_out(argv[optind]);
+	out = out_arg ? strdup(out_arg) : default_out(argv[optind]);
 	f = out ? fopen(out, "w") : NULL;
 	if (!f) {
 		fprintf(stderr, "stalloc-timeline: %s: %s\n", out ? out : "?",
