@@ -35,9 +35,13 @@ struct pack_vec {
 	uint32_t cap;
 };
 
-/* One allocation: @node holds the 2 P cover lists, then the 2 P part ones. */
+/*
+ * One allocation: @node holds the 2 P cover lists, then the 2 P part ones;
+ * leaf i is local section @base + i.
+ */
 struct pack_tree {
 	size_t P;
+	size_t base;
 	uint32_t *pool;
 	struct pack_vec node[];
 };
@@ -61,6 +65,7 @@ struct pack_greedy_state {
 	struct pack_span *nb;
 	struct pack_key *keys;
 	uint64_t *best_off;
+	bool first_fit;
 };
 
 /*
@@ -88,7 +93,8 @@ static struct pack_vec *pack_part(struct pack_tree *t, size_t i)
 static void pack_tree_insert(struct pack_tree *t, size_t lo, size_t hi,
 			     uint32_t id, bool count)
 {
-	size_t l = lo + t->P, r = hi + t->P, a = l, b = r - 1;
+	size_t l = lo - t->base + t->P, r = hi - t->base + t->P, a = l;
+	size_t b = r - 1;
 
 	for (; l < r; l >>= 1, r >>= 1) {
 		if (l & 1)
@@ -116,23 +122,27 @@ static size_t pack_local_hi(const struct pack_ctx *ctx,
 	return ctx->loc[it->lo[k]] + (it->hi[k] - it->lo[k]);
 }
 
-/* A tree over @g's sections, with room for its items' lists in a pool. */
+/*
+ * A tree over local sections [base, base + width), with room in a pool
+ * for the lists of the items @ids[0...n) (all inside that range).
+ */
 static struct pack_tree *pack_tree_new(const struct pack_ctx *ctx,
-				       const struct pack_group *g)
+				       const uint32_t *ids, size_t n,
+				       size_t base, size_t width)
 {
 	struct pack_tree *t;
 	size_t i, P = 1, total = 0;
 	uint32_t k;
 
-	while (P < g->nr_secs)
+	while (P < width)
 		P *= 2;
 	t = calloc(1, sizeof(*t) + 4 * P * sizeof(t->node[0]));
 	if (!t)
 		return NULL;
 	t->P = P;
-
-	for (i = 0; i < g->nr; i++) {
-		const struct pack_item *it = &ctx->items[g->items[i]];
+	t->base = base;
+	for (i = 0; i < n; i++) {
+		const struct pack_item *it = &ctx->items[ids[i]];
 
 		for (k = 0; k < it->nr_iv; k++)
 			pack_tree_insert(t, pack_local_lo(ctx, it, k),
@@ -193,10 +203,12 @@ static size_t pack_tree_query(struct pack_greedy_state *st, size_t lo,
 			      size_t hi, size_t n)
 {
 	struct pack_tree *t = st->tree;
-	size_t l = lo + t->P, r = hi + t->P, a, b;
+	size_t l, r, a, b;
 
-	if (lo >= hi || hi > t->P)
+	if (lo >= hi || lo < t->base || hi - t->base > t->P)
 		return n;
+	l = lo - t->base + t->P;
+	r = hi - t->base + t->P;
 	/* Items covering an ancestor of either end leaf, each path once. */
 	for (a = l, b = r - 1; a; a >>= 1, b >>= 1) {
 		n = pack_report(st, pack_cover(t, a), n);
@@ -224,8 +236,12 @@ static int pack_span_cmp(const void *pa, const void *pb)
 	return (a->off > b->off) - (a->off < b->off);
 }
 
-/* The lowest offset of the smallest gap that fits, else the top. */
-static uint64_t pack_best_fit(struct pack_span *nb, size_t n, uint64_t size)
+/*
+ * The lowest offset of the smallest gap that fits (@first: of the lowest
+ * gap that fits), else the top.
+ */
+static uint64_t pack_best_fit(struct pack_span *nb, size_t n, uint64_t size,
+			      bool first)
 {
 	uint64_t cur = 0, best = UINT64_MAX, best_gap = UINT64_MAX;
 	size_t i;
@@ -235,6 +251,8 @@ static uint64_t pack_best_fit(struct pack_span *nb, size_t n, uint64_t size)
 		if (nb[i].off > cur) {
 			uint64_t gap = nb[i].off - cur;
 
+			if (gap >= size && first)
+				return cur;
 			if (gap >= size && gap < best_gap) {
 				best_gap = gap;
 				best = cur;
@@ -244,6 +262,18 @@ static uint64_t pack_best_fit(struct pack_span *nb, size_t n, uint64_t size)
 			cur = nb[i].top;
 	}
 	return best != UINT64_MAX ? best : cur;
+}
+
+/* File placed item @id in the tree. */
+static void pack_tree_add(struct pack_tree *t, const struct pack_ctx *ctx,
+			  uint32_t id)
+{
+	const struct pack_item *it = &ctx->items[id];
+	uint32_t k;
+
+	for (k = 0; k < it->nr_iv; k++)
+		pack_tree_insert(t, pack_local_lo(ctx, it, k),
+				 pack_local_hi(ctx, it, k), id, false);
 }
 
 static int pack_place(struct pack_greedy_state *st, uint32_t id, uint64_t *peak)
@@ -260,12 +290,10 @@ static int pack_place(struct pack_greedy_state *st, uint32_t id, uint64_t *peak)
 	for (k = 0; k < it->nr_iv; k++)
 		n = pack_tree_query(st, pack_local_lo(ctx, it, k),
 				    pack_local_hi(ctx, it, k), n);
-	it->off = pack_best_fit(st->nb, n, it->size);
+	it->off = pack_best_fit(st->nb, n, it->size, st->first_fit);
 	if (it->off + it->size > *peak)
 		*peak = it->off + it->size;
-	for (k = 0; k < it->nr_iv; k++)
-		pack_tree_insert(st->tree, pack_local_lo(ctx, it, k),
-				 pack_local_hi(ctx, it, k), id, false);
+	pack_tree_add(st->tree, ctx, id);
 	return 0;
 }
 
@@ -387,7 +415,7 @@ static int pack_greedy_run(struct pack_greedy_state *st)
 
 int pack_greedy(struct pack_ctx *ctx, struct pack_group *g)
 {
-	struct pack_greedy_state st = { ctx, g, NULL, NULL, NULL, NULL };
+	struct pack_greedy_state st = { ctx, g, NULL, NULL, NULL, NULL, false };
 	int err = -ENOMEM;
 
 	if (!ctx->stamp) {
@@ -398,12 +426,42 @@ int pack_greedy(struct pack_ctx *ctx, struct pack_group *g)
 	st.nb = malloc(g->nr * sizeof(*st.nb));
 	st.keys = malloc(g->nr * sizeof(*st.keys));
 	st.best_off = calloc(g->nr, sizeof(*st.best_off));
-	st.tree = pack_tree_new(ctx, g);
+	st.tree = pack_tree_new(ctx, g->items, g->nr, 0, g->nr_secs);
 	if (st.nb && st.keys && st.best_off && st.tree)
 		err = pack_greedy_run(&st);
 	pack_tree_free(st.tree);
 	free(st.best_off);
 	free(st.keys);
+	free(st.nb);
+	return err;
+}
+
+int pack_greedy_repack(struct pack_ctx *ctx, struct pack_group *g,
+		       const struct pack_window *w, bool first_fit,
+		       uint64_t *peak)
+{
+	struct pack_greedy_state st = { ctx, g, NULL, NULL, NULL, NULL,
+					first_fit };
+	size_t i;
+	int err = -ENOMEM;
+
+	if (!ctx->stamp) {
+		ctx->stamp = calloc(ctx->nr_items, sizeof(*ctx->stamp));
+		if (!ctx->stamp)
+			return -ENOMEM;
+	}
+	st.nb = malloc((w->nr + 1) * sizeof(*st.nb));
+	st.tree = pack_tree_new(ctx, w->ids, w->nr, w->base, w->width);
+	if (!st.nb || !st.tree)
+		goto out;
+	for (i = 0; i < w->nr_fixed; i++)
+		pack_tree_add(st.tree, ctx, w->ids[i]);
+	*peak = 0;
+	for (; i < w->nr; i++)
+		pack_place(&st, w->ids[i], peak);
+	err = 0;
+out:
+	pack_tree_free(st.tree);
 	free(st.nb);
 	return err;
 }

@@ -108,6 +108,36 @@ int pack_greedy(struct pack_ctx *ctx, struct pack_group *g);
  * group's current packing when it is better.  O(n log n log S) a pass.
  */
 int pack_skyline(struct pack_ctx *ctx, struct pack_group *g);
+/**
+ * struct pack_window - a re-packing of some of a group's items
+ * @ids: item indices: @nr_fixed fixed ones (offsets kept), then the
+ *	ones to place, in order
+ * @base, @width: local sections [base, base + width) hold every
+ *	lifetime piece of @ids
+ */
+struct pack_window {
+	const uint32_t *ids;
+	size_t nr_fixed;
+	size_t nr;
+	size_t base;
+	size_t width;
+};
+
+/*
+ * Place the non-fixed items of @w one by one at the best (@first_fit: the
+ * lowest) gap among the placed or fixed items overlapping them; *peak gets
+ * their highest top.  0 or -ENOMEM.
+ */
+int pack_greedy_repack(struct pack_ctx *ctx, struct pack_group *g,
+		       const struct pack_window *w, bool first_fit,
+		       uint64_t *peak);
+/*
+ * While time remains and @g's peak is above @cap, re-pack the items live
+ * where its peak is set, around the fixed rest; keeps a re-packing when
+ * it lowers the peak.  0 or -ENOMEM.
+ */
+int pack_improve_group(struct pack_ctx *ctx, struct pack_group *g,
+		       uint64_t cap);
 /* Online first fit in start order: O(n log n), for very large groups. */
 int pack_sweep(struct pack_ctx *ctx, struct pack_group *g);
 /* Overlapping pairs in @g, counted by a sweep (wrap pieces counted apart). */
