@@ -27,10 +27,11 @@
 #include "../lib/util.h"
 #include "../tracing/recorder.h"
 #include "mapper.h"
+#include "match.h"
 
 #define MAX_DEVICES 64
 
-enum mode { MODE_OFF, MODE_TRACE };
+enum mode { MODE_OFF, MODE_TRACE, MODE_PLAN };
 
 struct mdev {
 	int device;
@@ -40,6 +41,9 @@ struct mdev {
 	struct dyn_region dyn;
 	struct cds_lfht *blocks;
 	struct trec *rec;
+	bool planned; /* plan mode with a usable plan */
+	struct matcher match;
+	struct mblock *pblocks; /* one descriptor per plan entry */
 	uint64_t next_id;
 	struct stalloc_stats st;
 	double fraction;
@@ -76,9 +80,13 @@ static int parse_mode(enum mode *m)
 		*m = MODE_TRACE;
 		return 0;
 	}
+	if (!strcasecmp(s, "plan")) {
+		*m = MODE_PLAN;
+		return 0;
+	}
 	return sa_error(-EINVAL,
 			"runtime: STALLOC_MODE=\"%s\" is not supported here "
-			"(want off or trace)",
+			"(want off, trace or plan)",
 			s);
 }
 
@@ -99,6 +107,47 @@ static int dev_open_vmm(struct mdev *d)
 	dyn_init(&d->dyn, d->vmm, vmm_base(d->vmm),
 		 vmm_base(d->vmm) + vmm_size(d->vmm));
 	return 0;
+}
+
+/*
+ * Plan mode: read STALLOC_PLAN and put the static pool at the start of the
+ * space, the dynamic region after it.  A plan that cannot be used is
+ * reported and the device goes on in off mode: a bad plan must never stop
+ * a training job.
+ */
+static void dev_load_plan(struct mdev *d)
+{
+	const char *pat = getenv("STALLOC_PLAN");
+	struct stalloc_plan *plan;
+	char path[4096];
+	uint64_t pool;
+	int err;
+
+	err = pat && *pat ?
+		      trec_expand_path(pat, d->device, path, sizeof(path)) :
+		      sa_error(-EINVAL, "STALLOC_PLAN is not set");
+	if (!err)
+		err = stalloc_plan_read(path, &plan);
+	if (!err)
+		err = match_init(&d->match, plan, d->vmm);
+	if (!err) {
+		d->pblocks = calloc(plan->nr_ent + 1, sizeof(*d->pblocks));
+		if (!d->pblocks) {
+			match_destroy(&d->match);
+			err = sa_error(-ENOMEM, "runtime: out of host memory");
+		}
+	}
+	if (err) {
+		sa_log(STALLOC_LOG_WARN,
+		       "runtime: device %d: plan mode without a plan (%s): "
+		       "continuing in off mode",
+		       d->device, stalloc_last_error());
+		return;
+	}
+	pool = match_pool_bytes(&d->match);
+	dyn_init(&d->dyn, d->vmm, vmm_base(d->vmm) + pool,
+		 vmm_base(d->vmm) + vmm_size(d->vmm));
+	d->planned = true;
 }
 
 static int dev_create(int device, struct mdev **out)
@@ -124,6 +173,8 @@ static int dev_create(int device, struct mdev **out)
 		err = sa_error(-ENOMEM, "runtime: out of host memory");
 		goto err_vmm;
 	}
+	if (d->mode == MODE_PLAN)
+		dev_load_plan(d);
 	if (d->mode == MODE_TRACE) {
 		const char *pat = getenv("STALLOC_TRACE");
 
@@ -133,7 +184,9 @@ static int dev_create(int device, struct mdev **out)
 			goto err_ht;
 	}
 	sa_log(STALLOC_LOG_INFO, "runtime: device %d ready (mode %s)", device,
-	       d->mode == MODE_TRACE ? "trace" : "off");
+	       d->planned	     ? "plan" :
+	       d->mode == MODE_TRACE ? "trace" :
+				       "off");
 	*out = d;
 	return 0;
 
@@ -181,7 +234,6 @@ static void stats_alloc(struct mdev *d, const struct mblock *b)
 {
 	d->st.allocs++;
 	d->st.allocated += b->req;
-	d->st.dynamic_bytes += b->req;
 	if (d->st.allocated > d->st.allocated_peak)
 		d->st.allocated_peak = d->st.allocated;
 }
@@ -206,6 +258,29 @@ static void dev_trim(struct mdev *d)
 	vmm_trim(d->vmm, 0);
 }
 
+/* A planned block for this request, or NULL to serve it dynamically. */
+static struct mblock *plan_alloc(struct mdev *d, uint64_t size)
+{
+	struct mblock *b;
+	uint64_t addr;
+	uint32_t ent;
+	bool miss;
+
+	if (!match_alloc(&d->match, size, &addr, &ent, &miss)) {
+		d->st.plan_misses += miss;
+		return NULL;
+	}
+	d->st.plan_hits++;
+	/* an entry is live at most once: its descriptor is preallocated */
+	b = &d->pblocks[ent];
+	memset(b, 0, sizeof(*b));
+	b->addr = addr;
+	b->size = d->match.plan->ent[ent].size;
+	b->planned = true;
+	b->ent = ent;
+	return b;
+}
+
 void *stalloc_malloc(size_t size, int device, void *stream)
 {
 	struct mdev *d;
@@ -222,6 +297,11 @@ void *stalloc_malloc(size_t size, int device, void *stream)
 	if (unlikely(!d))
 		return NULL;
 	pthread_mutex_lock(&d->lock);
+	if (d->planned) {
+		b = plan_alloc(d, size);
+		if (b)
+			goto out_served;
+	}
 	for (tries = 0;; tries++) {
 		err = dyn_alloc(&d->dyn, size, stream, &b);
 		if (!err || err != -ENOMEM || tries)
@@ -234,6 +314,8 @@ void *stalloc_malloc(size_t size, int device, void *stream)
 		report_oom(d, size);
 		return NULL;
 	}
+	d->st.dynamic_bytes += size;
+out_served:
 	b->req = size;
 	b->id = ++d->next_id;
 	cds_lfht_add(d->blocks, hash_ptr(b->addr), &b->hnode);
@@ -290,9 +372,13 @@ void stalloc_free(void *ptr, size_t size, int device, void *stream)
 	id = b->id;
 	d->st.frees++;
 	d->st.allocated -= b->req;
-	d->st.dynamic_bytes -= b->req;
-	b->stream = stream;
-	dyn_free(&d->dyn, b);
+	if (b->planned) {
+		match_free(&d->match, b->ent);
+	} else {
+		d->st.dynamic_bytes -= b->req;
+		b->stream = stream;
+		dyn_free(&d->dyn, b);
+	}
 	pthread_mutex_unlock(&d->lock);
 	urcu_bp_read_unlock();
 	if (d->rec)
@@ -337,13 +423,29 @@ void stalloc_record_stream(void *ptr, void *stream)
 
 void stalloc_mark(const char *label)
 {
+	bool iteration = label && !strcmp(label, "iteration");
 	int i;
 
 	for (i = 0; i < MAX_DEVICES; i++) {
 		struct mdev *d = rcu_dereference(devs[i]);
+		bool ok = true;
 
-		if (d && d->rec)
+		if (!d)
+			continue;
+		if (d->rec)
 			trec_mark(d->rec, label ? label : "mark");
+		if (!d->planned || !iteration)
+			continue;
+		pthread_mutex_lock(&d->lock);
+		ok = match_iteration(&d->match);
+		pthread_mutex_unlock(&d->lock);
+		if (!ok)
+			sa_log(STALLOC_LOG_WARN,
+			       "runtime: device %d: the plan does not fit this "
+			       "workload (fingerprint 0x%016llx, most planned "
+			       "requests differ): continuing in off mode",
+			       d->device,
+			       (unsigned long long)d->match.plan->fingerprint);
 	}
 }
 
@@ -448,6 +550,9 @@ void stalloc_shutdown(void)
 		cds_lfht_destroy(d->blocks, NULL);
 		urcu_bp_barrier();
 		dyn_destroy(&d->dyn);
+		if (d->planned)
+			match_destroy(&d->match);
+		free(d->pblocks);
 		vmm_space_destroy(d->vmm);
 		pthread_mutex_destroy(&d->lock);
 		free(d);

@@ -528,6 +528,7 @@ int plan_classify(const struct trace *t, const struct plan_iters *it,
 		p->align = align;
 		p->horizon = c.horizon;
 		p->nr_positions = (uint32_t)c.nr_allocs[c.ref];
+		p->warmup = (uint32_t)c.first_steady;
 		p->sum.steady_iterations = c.nr_steady;
 	}
 	ctx_free(&c);

@@ -46,12 +46,6 @@ struct pack_tree {
 	struct pack_vec node[];
 };
 
-/* A placed neighbour: the address range [off, top) is taken. */
-struct pack_span {
-	uint64_t off;
-	uint64_t top;
-};
-
 struct pack_key {
 	uint64_t k1;
 	uint64_t k2;
@@ -93,8 +87,19 @@ static struct pack_vec *pack_part(struct pack_tree *t, size_t i)
 static void pack_tree_insert(struct pack_tree *t, size_t lo, size_t hi,
 			     uint32_t id, bool count)
 {
-	size_t l = lo - t->base + t->P, r = hi - t->base + t->P, a = l;
-	size_t b = r - 1;
+	size_t l, r, a, b;
+
+	/* Clipped to the tree: fixed items may reach beyond it. */
+	if (lo < t->base)
+		lo = t->base;
+	if (hi > t->base + t->P)
+		hi = t->base + t->P;
+	if (lo >= hi)
+		return;
+	l = lo - t->base + t->P;
+	r = hi - t->base + t->P;
+	a = l;
+	b = r - 1;
 
 	for (; l < r; l >>= 1, r >>= 1) {
 		if (l & 1)

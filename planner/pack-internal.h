@@ -108,6 +108,12 @@ int pack_greedy(struct pack_ctx *ctx, struct pack_group *g);
  * group's current packing when it is better.  O(n log n log S) a pass.
  */
 int pack_skyline(struct pack_ctx *ctx, struct pack_group *g);
+/* A placed item's address range [off, top). */
+struct pack_span {
+	uint64_t off;
+	uint64_t top;
+};
+
 /**
  * struct pack_window - a re-packing of some of a group's items
  * @ids: item indices: @nr_fixed fixed ones (offsets kept), then the
@@ -132,12 +138,13 @@ int pack_greedy_repack(struct pack_ctx *ctx, struct pack_group *g,
 		       const struct pack_window *w, bool first_fit,
 		       uint64_t *peak);
 /*
- * While time remains and @g's peak is above @cap, re-pack the items live
+ * Until @until_ms (see pack_elapsed_ms()) or until @g's peak is at most
+ * @cap, re-pack the items live
  * where its peak is set, around the fixed rest; keeps a re-packing when
  * it lowers the peak.  0 or -ENOMEM.
  */
 int pack_improve_group(struct pack_ctx *ctx, struct pack_group *g,
-		       uint64_t cap);
+		       uint64_t cap, double until_ms);
 /* Online first fit in start order: O(n log n), for very large groups. */
 int pack_sweep(struct pack_ctx *ctx, struct pack_group *g);
 /* Overlapping pairs in @g, counted by a sweep (wrap pieces counted apart). */

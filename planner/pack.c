@@ -36,6 +36,8 @@
 #define PACK_GREEDY_MAX_EDGES (96u << 20)
 /* The best-fit greedy (after the skyline one) costs O(E log E). */
 #define PACK_BEST_FIT_MAX_EDGES (4u << 20)
+/* Of its share of the time, what a searchable group spends improving. */
+#define PACK_LOCAL_SHARE 0.25
 
 double pack_elapsed_ms(const struct pack_ctx *ctx)
 {
@@ -563,6 +565,41 @@ static int pack_construct(struct pack_ctx *ctx)
 	return 0;
 }
 
+static bool pack_searchable(const struct pack_group *g)
+{
+	return g->nr <= PACK_SEARCH_MAX_ITEMS &&
+	       g->edges <= PACK_SEARCH_MAX_EDGES;
+}
+
+/*
+ * Local improvement of the groups above the target, each given an equal
+ * share of the time left (a searchable one only a part of its share: the
+ * exact search comes next).
+ */
+static int pack_local(struct pack_ctx *ctx)
+{
+	size_t i, left = 0;
+	double now, until;
+	int err;
+
+	for (i = 0; i < ctx->nr_groups; i++)
+		left += ctx->groups[i].peak > ctx->target;
+	for (i = 0; i < ctx->nr_groups && left; i++) {
+		struct pack_group *g = &ctx->groups[i];
+
+		if (g->peak <= ctx->target)
+			continue;
+		now = pack_elapsed_ms(ctx);
+		until = now + (ctx->limit_ms - now) / (double)left--;
+		if (pack_searchable(g))
+			until = now + (until - now) * PACK_LOCAL_SHARE;
+		err = pack_improve_group(ctx, g, ctx->target, until);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
 static uint64_t pack_max_peak(const struct pack_ctx *ctx)
 {
 	uint64_t best = 0;
@@ -572,12 +609,6 @@ static uint64_t pack_max_peak(const struct pack_ctx *ctx)
 		if (ctx->groups[i].peak > best)
 			best = ctx->groups[i].peak;
 	return best;
-}
-
-static bool pack_searchable(const struct pack_group *g)
-{
-	return g->nr <= PACK_SEARCH_MAX_ITEMS &&
-	       g->edges <= PACK_SEARCH_MAX_EDGES;
 }
 
 /*
@@ -664,6 +695,8 @@ static int pack_run(struct pack_ctx *ctx, struct pack_result *res)
 	err = pack_build_groups(ctx);
 	if (!err)
 		err = pack_construct(ctx);
+	if (!err && !ctx->no_search)
+		err = pack_local(ctx);
 	if (!err && !ctx->no_search)
 		err = pack_improve(ctx, &proven);
 	if (err)

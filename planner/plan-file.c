@@ -89,8 +89,8 @@ static void emit(const struct stalloc_plan *p, struct sbuf *b)
 	sb_printf(b,
 		  "align %" PRIu64 "\npool %" PRIu64 "\nhorizon %" PRIu64 "\n",
 		  p->align, p->pool, p->horizon);
-	sb_printf(b, "positions %u\nprologue %u\n", p->nr_positions,
-		  p->nr_prologue);
+	sb_printf(b, "positions %u\nprologue %u\nwarmup %u\n", p->nr_positions,
+		  p->nr_prologue, p->warmup);
 	sb_printf(b, "entries %zu\n", p->nr_ent);
 	for (i = 0; i < p->nr_ent; i++) {
 		const struct plan_entry *e = &p->ent[i];
@@ -359,6 +359,12 @@ static int parse_counts(struct cursor *c, struct stalloc_plan *p,
 	if (v > UINT32_MAX)
 		return cur_err(c, "too many prologue positions");
 	p->nr_prologue = (uint32_t)v;
+	err = keyval(c, "warmup", &v);
+	if (err)
+		return err;
+	if (v > UINT32_MAX)
+		return cur_err(c, "warm-up too long");
+	p->warmup = (uint32_t)v;
 	err = keyval(c, "entries", nent);
 	if (!err && *nent > (1ULL << 32))
 		return cur_err(c, "too many entries");

@@ -51,6 +51,7 @@ uint64_t plan_fingerprint(const struct stalloc_plan *p)
 	h = fnv_word(h, p->align);
 	h = fnv_word(h, p->nr_positions);
 	h = fnv_word(h, p->nr_prologue);
+	h = fnv_word(h, p->warmup);
 	for (i = 0; i < p->nr_ent; i++) {
 		h = fnv_word(h, (uint64_t)p->ent[i].cls << 32 | p->ent[i].pos);
 		h = fnv_word(h, p->ent[i].size);

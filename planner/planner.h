@@ -124,6 +124,7 @@ struct stalloc_plan {
 	uint64_t horizon;
 	uint32_t nr_positions;
 	uint32_t nr_prologue;
+	uint32_t warmup; /* iteration starts before the first planned one */
 	struct plan_entry *ent;
 	size_t nr_ent;
 	struct plan_dyn *dyn;

@@ -319,6 +319,173 @@ static void test_trace_then_plan(void **state)
 	setenv("STALLOC_MODE", "off", 1);
 }
 
+/* ----------------------------------------------------------- plan mode */
+
+/*
+ * One iteration of a small regular workload: 6 activations, freed in
+ * reverse.  @extra inserts a request, @resize changes one size.
+ */
+static void workload_iter(struct blk *live, size_t scale, bool extra,
+			  bool resize)
+{
+	void *x = NULL;
+	int j;
+
+	for (j = 0; j < 6; j++) {
+		live[j].n = (size_t)(j + 1) * MB * scale;
+		if (resize && j == 4)
+			live[j].n += 4096;
+		if (extra && j == 2)
+			x = stalloc_malloc(3 * MB + 512, 0, NULL);
+		live[j].p = stalloc_malloc(live[j].n, 0, NULL);
+		assert_non_null(live[j].p);
+		fill(live[j].p, live[j].n, j);
+	}
+	assert_disjoint(live, 6);
+	for (j = 6; j-- > 0;) {
+		assert_true(check(live[j].p, live[j].n, (uint64_t)j));
+		stalloc_free(live[j].p, live[j].n, 0, NULL);
+	}
+	if (x)
+		stalloc_free(x, 0, 0, NULL);
+}
+
+/* Trace the workload, plan it, and leave the plan in @plan. */
+static void make_plan(char *plan, size_t len)
+{
+	char pattern[256], trace[256];
+	struct stalloc_plan *p;
+	struct blk live[6];
+	void *w;
+	int k;
+
+	snprintf(pattern, sizeof(pattern), "%s/p-%%d.trace", dir);
+	snprintf(trace, sizeof(trace), "%s/p-0.trace", dir);
+	snprintf(plan, len, "%s/p.plan", dir);
+	setenv("STALLOC_MODE", "trace", 1);
+	setenv("STALLOC_TRACE", pattern, 1);
+	w = stalloc_malloc(32 * MB, 0, NULL);
+	for (k = 0; k < 4; k++) {
+		stalloc_mark("iteration");
+		workload_iter(live, 1, false, false);
+	}
+	stalloc_free(w, 0, 0, NULL);
+	stalloc_shutdown();
+	assert_int_equal(stalloc_plan_file(trace, NULL, &p), 0);
+	assert_int_equal(stalloc_plan_write(p, plan), 0);
+	stalloc_plan_free(p);
+	unlink(trace);
+	setenv("STALLOC_MODE", "plan", 1);
+	setenv("STALLOC_PLAN", plan, 1);
+}
+
+static void test_plan_mode(void **state)
+{
+	struct stalloc_stats st;
+	struct blk live[6];
+	char plan[256];
+	void *w;
+	int k;
+
+	(void)state;
+	make_plan(plan, sizeof(plan));
+	w = stalloc_malloc(32 * MB, 0, NULL);
+	for (k = 0; k < 6; k++) {
+		stalloc_mark("iteration");
+		workload_iter(live, 1, false, false);
+	}
+	stalloc_stats(0, &st);
+	/* the weights, then 6 requests in each of the 5 planned iterations */
+	assert_int_equal(st.plan_hits, 1 + 5 * 6);
+	assert_int_equal(st.plan_misses, 0);
+	assert_int_equal(st.dynamic_bytes, 0);
+	/* mapped: the pool (plus the warm-up's dynamic blocks) */
+	assert_true(st.mapped <= 32 * MB + 21 * MB + 32 * MB);
+	stalloc_free(w, 0, 0, NULL);
+	unlink(plan);
+}
+
+static void test_plan_perturbed(void **state)
+{
+	struct stalloc_stats a, b;
+	struct blk live[6];
+	char plan[256];
+	void *w;
+	int k;
+
+	(void)state;
+	make_plan(plan, sizeof(plan));
+	w = stalloc_malloc(32 * MB, 0, NULL);
+	for (k = 0; k < 3; k++) {
+		stalloc_mark("iteration");
+		workload_iter(live, 1, false, false);
+	}
+	stalloc_stats(0, &a);
+	stalloc_mark("iteration");
+	workload_iter(live, 1, true, false); /* an inserted request */
+	stalloc_mark("iteration");
+	workload_iter(live, 1, false, true); /* a resized request */
+	stalloc_mark("iteration");
+	workload_iter(live, 1, false, false); /* and back to normal */
+	stalloc_stats(0, &b);
+	assert_true(b.plan_misses - a.plan_misses <= 3 * 2);
+	assert_int_equal(b.plan_hits - a.plan_hits, 6 + 5 + 6);
+	stalloc_free(w, 0, 0, NULL);
+	unlink(plan);
+}
+
+static void test_plan_other_workload(void **state)
+{
+	enum stalloc_log_level old = stalloc_set_log_level(STALLOC_LOG_NONE);
+	struct stalloc_stats a, b;
+	struct blk live[6];
+	char plan[256];
+	void *w;
+	int k;
+
+	(void)state;
+	make_plan(plan, sizeof(plan));
+	w = stalloc_malloc(64 * MB, 0, NULL); /* another model */
+	for (k = 0; k < 3; k++) {
+		stalloc_mark("iteration");
+		workload_iter(live, 2, false, false);
+	}
+	stalloc_stats(0, &a);
+	stalloc_mark("iteration");
+	workload_iter(live, 2, false, false);
+	stalloc_stats(0, &b);
+	/* dropped after the first planned iteration: all dynamic now */
+	assert_int_equal(b.plan_hits, a.plan_hits);
+	assert_int_equal(b.plan_misses, a.plan_misses);
+	stalloc_free(w, 0, 0, NULL);
+	unlink(plan);
+	stalloc_set_log_level(old);
+}
+
+static void test_plan_corrupt(void **state)
+{
+	enum stalloc_log_level old = stalloc_set_log_level(STALLOC_LOG_NONE);
+	struct stalloc_stats st;
+	char plan[256];
+	FILE *f;
+	void *p;
+
+	(void)state;
+	make_plan(plan, sizeof(plan));
+	f = fopen(plan, "r+");
+	assert_non_null(f);
+	fseek(f, 40, SEEK_SET);
+	fputc('#', f);
+	fclose(f);
+	p = stalloc_malloc(5 * MB, 0, NULL); /* off mode, with a warning */
+	assert_non_null(p);
+	stalloc_free(p, 0, 0, NULL);
+	stalloc_stats(0, &st);
+	assert_int_equal(st.plan_hits + st.plan_misses, 0);
+	unlink(plan);
+	stalloc_set_log_level(old);
+}
+
 /* ------------------------------------------------- streams (fake driver) */
 
 typedef int (*stream_create_fn)(void **s, unsigned int flags);
@@ -379,9 +546,18 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
-		T(test_basic),		 T(test_reuse),	  T(test_bad_input),
-		T(test_empty_cache),	 T(test_oom),	  T(test_threads),
-		T(test_trace_then_plan), T(test_streams),
+		T(test_basic),
+		T(test_reuse),
+		T(test_bad_input),
+		T(test_empty_cache),
+		T(test_oom),
+		T(test_threads),
+		T(test_trace_then_plan),
+		T(test_plan_mode),
+		T(test_plan_perturbed),
+		T(test_plan_other_workload),
+		T(test_plan_corrupt),
+		T(test_streams),
 #undef T
 	};
 	const char *backend = argc > 1 ? argv[1] : "host";

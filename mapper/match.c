@@ -1,0 +1,358 @@
+// SPDX-License-Identifier: MIT
+/*
+ * mapper/match.c - serve requests at their planned addresses
+ *
+ * The matcher keeps a cursor over the planned iteration's request
+ * positions.  Before the plan's warm-up is over (the first iterations,
+ * which create optimizer state) it counts prologue allocations and serves
+ * the persistent ones.  In a planned iteration, a request is matched to a
+ * position near the cursor: the cursor's own position takes any request no
+ * larger than its slot; the next MATCH_AHEAD positions and the
+ * MATCH_BEHIND before take a request of exactly their planned size (or, for
+ * a dynamic position, of a size in its range).  The cursor then moves past
+ * the match.  So an inserted request matches nothing and leaves the cursor
+ * where it was, a missing one is skipped over, a resized one costs itself
+ * only: never a cascade of misses.
+ *
+ * Before a slot is handed out, the planned blocks live now (kept sorted by
+ * offset) are searched for one overlapping it, in O(log n); if one does --
+ * the job strayed from the plan -- the request is served dynamically.  The
+ * pool's chunks are mapped the first time a slot needs them and then stay
+ * mapped.
+ *
+ * At the end of the first planned iteration the sizes seen at the planned
+ * positions are hashed like the plan's fingerprint; a mismatch disables the
+ * plan (the job goes on with the dynamic allocator) with one warning.
+ *
+ * Locking: every call runs under the device lock.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/util.h"
+#include "match.h"
+
+static bool matcher_tables(struct matcher *m)
+{
+	const struct stalloc_plan *p = m->plan;
+	size_t i;
+
+	m->iter_ent = malloc((p->nr_positions + 1) * sizeof(*m->iter_ent));
+	m->dyn_of = malloc((p->nr_positions + 1) * sizeof(*m->dyn_of));
+	m->pro_ent = malloc((p->nr_prologue + 1) * sizeof(*m->pro_ent));
+	m->seen_size = calloc(p->nr_ent + 1, sizeof(*m->seen_size));
+	m->live = malloc((p->nr_ent + 1) * sizeof(*m->live));
+	if (!m->iter_ent || !m->dyn_of || !m->pro_ent || !m->seen_size ||
+	    !m->live)
+		return false;
+	memset(m->iter_ent, 0xff, (p->nr_positions + 1) * sizeof(*m->iter_ent));
+	memset(m->dyn_of, 0xff, (p->nr_positions + 1) * sizeof(*m->dyn_of));
+	memset(m->pro_ent, 0xff, (p->nr_prologue + 1) * sizeof(*m->pro_ent));
+	for (i = 0; i < p->nr_ent; i++) {
+		const struct plan_entry *e = &p->ent[i];
+
+		if (e->cls == PLAN_PERSISTENT)
+			m->pro_ent[e->pos] = (int32_t)i;
+		else if (e->cls != PLAN_ALTERNATE || plan_alt_first(p->ent, i))
+			m->iter_ent[e->pos] = (int32_t)i;
+	}
+	for (i = 0; i < p->nr_dyn; i++)
+		m->dyn_of[p->dyn[i].pos] = (int32_t)i;
+	return true;
+}
+
+uint64_t match_pool_bytes(const struct matcher *m)
+{
+	uint64_t r;
+
+	if (!sa_round_up(m->plan->pool, m->chunk, &r))
+		return UINT64_MAX;
+	return r;
+}
+
+int match_init(struct matcher *m, struct stalloc_plan *plan,
+	       struct vmm_space *vmm)
+{
+	memset(m, 0, sizeof(*m));
+	m->plan = plan;
+	m->vmm = vmm;
+	m->base = vmm_base(vmm);
+	m->chunk = vmm_chunk_bytes(vmm);
+	if (match_pool_bytes(m) > vmm_size(vmm) / 2) {
+		match_destroy(m);
+		return sa_error(-ENOMEM,
+				"runtime: device %d: the plan's pool of %llu "
+				"bytes does not fit the address space",
+				vmm_device(vmm),
+				(unsigned long long)plan->pool);
+	}
+	m->mapped = calloc(match_pool_bytes(m) / m->chunk + 1, 1);
+	if (!m->mapped || !matcher_tables(m)) {
+		match_destroy(m);
+		return sa_error(-ENOMEM, "runtime: out of host memory");
+	}
+	return 0;
+}
+
+void match_destroy(struct matcher *m)
+{
+	free(m->iter_ent);
+	free(m->dyn_of);
+	free(m->pro_ent);
+	free(m->seen_size);
+	free(m->live);
+	free(m->mapped);
+	stalloc_plan_free(m->plan);
+	memset(m, 0, sizeof(*m));
+}
+
+/* Index of the first live block with offset >= @off. */
+static size_t live_find(const struct matcher *m, uint64_t off)
+{
+	size_t lo = 0, hi = m->nr_live;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (m->live[mid].off < off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static bool range_free(const struct matcher *m, uint64_t off, uint64_t size)
+{
+	size_t i = live_find(m, off);
+
+	if (i > 0 && m->live[i - 1].off + m->live[i - 1].size > off)
+		return false;
+	return i == m->nr_live || m->live[i].off >= off + size;
+}
+
+static void live_add(struct matcher *m, const struct plan_entry *e,
+		     uint32_t ent)
+{
+	size_t i = live_find(m, e->offset);
+
+	memmove(m->live + i + 1, m->live + i,
+		(m->nr_live - i) * sizeof(*m->live));
+	m->live[i] = (struct match_live){ e->offset, e->size, ent };
+	m->nr_live++;
+}
+
+void match_free(struct matcher *m, uint32_t ent)
+{
+	size_t i = live_find(m, m->plan->ent[ent].offset);
+
+	for (; i < m->nr_live; i++)
+		if (m->live[i].ent == ent) {
+			memmove(m->live + i, m->live + i + 1,
+				(m->nr_live - i - 1) * sizeof(*m->live));
+			m->nr_live--;
+			return;
+		}
+}
+
+/* Map the pool chunks under [off, off + size) not mapped yet. */
+static int map_slot(struct matcher *m, uint64_t off, uint64_t size)
+{
+	uint64_t c = off / m->chunk, last = (off + size - 1) / m->chunk, run;
+	int err;
+
+	while (c <= last) {
+		if (m->mapped[c]) {
+			c++;
+			continue;
+		}
+		for (run = c; run <= last && !m->mapped[run]; run++)
+			;
+		err = vmm_map(m->vmm, m->base + c * m->chunk,
+			      (run - c) * m->chunk);
+		if (err)
+			return err;
+		memset(m->mapped + c, 1, run - c);
+		c = run;
+	}
+	return 0;
+}
+
+/* The entry planned at iteration position @pos for this iteration. */
+static int32_t entry_at(const struct matcher *m, uint32_t pos)
+{
+	int32_t e = m->iter_ent[pos];
+
+	/* alternating pairs: the even slot in even planned iterations */
+	if (e >= 0 && m->plan->ent[e].cls == PLAN_ALTERNATE &&
+	    (m->marks - m->plan->warmup) % 2 == 0)
+		e++;
+	return e;
+}
+
+/* Does position @pos take a request of @size (@loose: up to its slot)? */
+static bool fits(const struct matcher *m, uint32_t pos, uint64_t size,
+		 bool loose)
+{
+	int32_t e = entry_at(m, pos), d = m->dyn_of[pos];
+
+	if (e >= 0)
+		return loose ? size <= m->plan->ent[e].size :
+			       size == m->plan->ent[e].size;
+	if (d >= 0)
+		return size >= m->plan->dyn[d].size_min &&
+		       size <= m->plan->dyn[d].size_max;
+	return false;
+}
+
+/* The position near the cursor this request matches, or -1. */
+static int64_t find_pos(const struct matcher *m, uint64_t size)
+{
+	uint32_t n = m->plan->nr_positions, k;
+
+	if (m->cursor < n && fits(m, m->cursor, size, true))
+		return m->cursor;
+	for (k = 1; k <= MATCH_AHEAD && m->cursor + k < n; k++)
+		if (fits(m, m->cursor + k, size, false))
+			return m->cursor + k;
+	for (k = 1; k <= MATCH_BEHIND && k <= m->cursor; k++)
+		if (fits(m, m->cursor - k, size, false))
+			return m->cursor - k;
+	return -1;
+}
+
+static bool serve(struct matcher *m, int32_t e, uint64_t *addr, uint32_t *ent)
+{
+	const struct plan_entry *pe = &m->plan->ent[e];
+
+	if (!range_free(m, pe->offset, pe->size) ||
+	    map_slot(m, pe->offset, pe->size))
+		return false;
+	live_add(m, pe, (uint32_t)e);
+	*addr = m->base + pe->offset;
+	*ent = (uint32_t)e;
+	return true;
+}
+
+static bool prologue_alloc(struct matcher *m, uint64_t size, uint64_t *addr,
+			   uint32_t *ent, bool *miss)
+{
+	uint32_t pos = m->pro_pos++;
+	int32_t e;
+
+	if (pos >= m->plan->nr_prologue)
+		return false;
+	e = m->pro_ent[pos];
+	if (e < 0)
+		return false;
+	m->seen_size[e] = size;
+	if (size > m->plan->ent[e].size || !serve(m, e, addr, ent)) {
+		*miss = true;
+		return false;
+	}
+	return true;
+}
+
+bool match_alloc(struct matcher *m, uint64_t size, uint64_t *addr,
+		 uint32_t *ent, bool *miss)
+{
+	uint64_t asize;
+	int64_t pos;
+	int32_t e;
+
+	*miss = false;
+	if (m->disabled || !sa_round_up(size, m->plan->align, &asize))
+		return false;
+	if (m->marks <= m->plan->warmup)
+		return prologue_alloc(m, asize, addr, ent, miss);
+	pos = find_pos(m, asize);
+	if (pos < 0) {
+		*miss = true; /* not what the plan expects here */
+		return false;
+	}
+	m->cursor = (uint32_t)pos + 1;
+	e = entry_at(m, (uint32_t)pos);
+	if (e < 0)
+		return false; /* a dynamic position */
+	if (m->marks == m->plan->warmup + 1 && !m->seen_size[e])
+		m->seen_size[e] = asize;
+	if (!serve(m, e, addr, ent)) {
+		*miss = true;
+		return false;
+	}
+	return true;
+}
+
+/* The sizes seen in the first planned iteration, hashed like the plan. */
+static bool fingerprint_ok(const struct matcher *m)
+{
+	const struct stalloc_plan *p = m->plan;
+	struct stalloc_plan seen = *p;
+	struct plan_entry *ent = malloc((p->nr_ent + 1) * sizeof(*ent));
+	uint64_t fp;
+	size_t i;
+
+	if (!ent)
+		return true; /* cannot tell: keep the plan */
+	memcpy(ent, p->ent, p->nr_ent * sizeof(*ent));
+	for (i = 0; i < p->nr_ent; i++) {
+		uint64_t s = m->seen_size[i];
+
+		if (ent[i].cls == PLAN_ALTERNATE && !plan_alt_first(ent, i))
+			s = m->seen_size[i - 1] ? m->seen_size[i - 1] : s;
+		else if (ent[i].cls == PLAN_ALTERNATE && !s)
+			s = m->seen_size[i + 1];
+		ent[i].size = s;
+	}
+	seen.ent = ent;
+	fp = plan_fingerprint(&seen);
+	free(ent);
+	return fp == p->fingerprint;
+}
+
+/* Planned requests seen at their exact planned size (pairs once). */
+static size_t exact_matches(const struct matcher *m, size_t *total)
+{
+	const struct stalloc_plan *p = m->plan;
+	size_t i, exact = 0;
+
+	*total = 0;
+	for (i = 0; i < p->nr_ent; i++) {
+		if (p->ent[i].cls == PLAN_ALTERNATE) {
+			if (!plan_alt_first(p->ent, i))
+				continue;
+			exact += m->seen_size[i] == p->ent[i].size ||
+				 m->seen_size[i + 1] == p->ent[i].size;
+		} else {
+			exact += m->seen_size[i] == p->ent[i].size;
+		}
+		(*total)++;
+	}
+	return exact;
+}
+
+bool match_iteration(struct matcher *m)
+{
+	size_t exact, total;
+
+	m->marks++;
+	m->cursor = 0;
+	if (m->disabled || m->marks != m->plan->warmup + 2 || fingerprint_ok(m))
+		return true;
+	/*
+	 * The first planned iteration differs from the plan.  A few strays
+	 * are what the matcher absorbs; a plan made for another workload
+	 * (most requests differ) is dropped.
+	 */
+	exact = exact_matches(m, &total);
+	if (exact * 2 >= total) {
+		sa_log(STALLOC_LOG_WARN,
+		       "runtime: device %d: %zu of %zu planned requests "
+		       "differ from the plan; going on with it",
+		       vmm_device(m->vmm), total - exact, total);
+		return true;
+	}
+	m->disabled = true;
+	return false;
+}

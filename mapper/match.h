@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mapper/match.h - matching requests to a plan (internal)
+ */
+#ifndef STALLOC_MAPPER_MATCH_H
+#define STALLOC_MAPPER_MATCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../planner/planner.h"
+#include "../vmm/vmm.h"
+
+/* Look-ahead and look-behind of the cursor, in request positions. */
+#define MATCH_AHEAD 8
+#define MATCH_BEHIND 2
+
+struct match_live {
+	uint64_t off;
+	uint64_t size;
+	uint32_t ent;
+};
+
+/**
+ * struct matcher - one device's plan and where it is in it
+ * @plan: the plan (owned)
+ * @vmm: the device's space; the pool starts at @base
+ * @iter_ent: position -> entry index (the even slot for alternating
+ *	entries), or -1
+ * @dyn_of: position -> dynamic position index, or -1
+ * @pro_ent: prologue position -> entry index, or -1
+ * @cursor: the next expected position of the iteration
+ * @pro_pos: prologue allocations seen
+ * @marks: iteration markers seen
+ * @live: planned blocks live now, sorted by offset
+ * @mapped: per pool chunk, mapped yet
+ * @seen_size: sizes seen at planned positions in the first planned
+ *	iteration, for the fingerprint check
+ * @disabled: the plan does not fit this workload: served dynamically
+ */
+struct matcher {
+	struct stalloc_plan *plan;
+	struct vmm_space *vmm;
+	uint64_t base;
+	int32_t *iter_ent;
+	int32_t *dyn_of;
+	int32_t *pro_ent;
+	uint32_t cursor;
+	uint32_t pro_pos;
+	uint64_t marks;
+	struct match_live *live;
+	size_t nr_live;
+	uint8_t *mapped;
+	uint64_t chunk;
+	uint64_t *seen_size;
+	bool disabled;
+};
+
+/* Take @plan (owned from now on); the pool starts at the space's base. */
+int match_init(struct matcher *m, struct stalloc_plan *plan,
+	       struct vmm_space *vmm);
+void match_destroy(struct matcher *m);
+/* Bytes of address space the pool takes, rounded to chunks. */
+uint64_t match_pool_bytes(const struct matcher *m);
+/*
+ * A request of @size: true and *@addr, *@ent set if it is served from the
+ * plan; false to serve it dynamically (*@miss: the plan expected
+ * something else here).
+ */
+bool match_alloc(struct matcher *m, uint64_t size, uint64_t *addr,
+		 uint32_t *ent, bool *miss);
+/* The planned block of entry @ent at @addr was freed. */
+void match_free(struct matcher *m, uint32_t ent);
+/*
+ * An "iteration" marker.  Returns false when the iteration just ended was
+ * the first planned one and its requests do not fit the plan (fingerprint
+ * mismatch): the matcher is then disabled.
+ */
+bool match_iteration(struct matcher *m);
+
+#endif /* STALLOC_MAPPER_MATCH_H */
