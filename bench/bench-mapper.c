@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
+#include <stalloc/planner.h>
 #include <stalloc/stalloc.h>
 
 #define PAIRS 200000
@@ -39,6 +41,18 @@ static void *run_stalloc(void *arg)
 	}
 	*ns = (now_ns() - t0) / PAIRS;
 	return NULL;
+}
+
+static void run_glibc_once(void)
+{
+	int i;
+
+	for (i = 0; i < SIZES; i++) {
+		void *p = malloc(sizes[i]);
+
+		__asm__ volatile("" : : "r"(p) : "memory");
+		free(p);
+	}
 }
 
 static void *run_glibc(void *arg)
@@ -71,6 +85,63 @@ static double threads(void *(*fn)(void *), int n)
 	return sum / n;
 }
 
+/* One iteration: SIZES alloc + free pairs, with a marker first. */
+static void iteration(void)
+{
+	int i;
+
+	stalloc_mark("iteration");
+	for (i = 0; i < SIZES; i++) {
+		void *p = stalloc_malloc(sizes[i], 0, NULL);
+
+		stalloc_free(p, sizes[i], 0, NULL);
+	}
+}
+
+/* Trace a few iterations, plan them, then time planned pairs. */
+static int planned(void)
+{
+	const char *trace = "/tmp/stalloc-bench-0.trace";
+	const char *plan = "/tmp/stalloc-bench.plan";
+	struct stalloc_plan *p;
+	struct stalloc_stats a, b;
+	double t0, ns, g;
+	int k, iters = 20000;
+
+	setenv("STALLOC_MODE", "trace", 1);
+	setenv("STALLOC_TRACE", "/tmp/stalloc-bench-%d.trace", 1);
+	for (k = 0; k < 4; k++)
+		iteration();
+	stalloc_shutdown();
+	if (stalloc_plan_file(trace, NULL, &p) || stalloc_plan_write(p, plan))
+		return fprintf(stderr, "bench: %s\n", stalloc_last_error());
+	stalloc_plan_free(p);
+	setenv("STALLOC_MODE", "plan", 1);
+	setenv("STALLOC_PLAN", plan, 1);
+	for (k = 0; k < 3; k++)
+		iteration();
+	stalloc_stats(0, &a);
+	t0 = now_ns();
+	for (k = 0; k < iters; k++)
+		iteration();
+	ns = (now_ns() - t0) / ((double)iters * SIZES);
+	stalloc_stats(0, &b);
+	t0 = now_ns();
+	for (k = 0; k < iters; k++)
+		run_glibc_once();
+	g = (now_ns() - t0) / ((double)iters * SIZES);
+	printf("runtime, planned path (host backend): alloc + free pair "
+	       "%.0f ns, glibc %.0f ns, stalloc/glibc = %.2f; hits %llu of "
+	       "%llu, driver calls per steady iteration %.2f\n",
+	       ns, g, ns / g, (unsigned long long)(b.plan_hits - a.plan_hits),
+	       (unsigned long long)iters * SIZES,
+	       (double)(b.driver_calls - a.driver_calls) / iters);
+	stalloc_shutdown();
+	unlink(trace);
+	unlink(plan);
+	return 0;
+}
+
 int main(void)
 {
 	static const int nt[] = { 1, 2, 4 };
@@ -93,5 +164,5 @@ int main(void)
 		       nt[i], nt[i] > 1 ? "s" : " ", s, g, s / g);
 	}
 	stalloc_shutdown();
-	return 0;
+	return planned();
 }
