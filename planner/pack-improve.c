@@ -299,9 +299,15 @@ static int pack_imp_try(struct pack_imp *m, struct pack_window *w, int order,
 	if (w)
 		err = pack_greedy_repack(ctx, g, w, first_fit, &top);
 	/* Floating items go back largest first (m->hot's order). */
-	for (i = 0; i < m->nr_hot && !err; i++)
-		if (m->in_r[m->hot[i]] == 2)
+	for (i = 0; i < m->nr_hot && !err; i++) {
+		if (m->in_r[m->hot[i]] != 2)
+			continue;
+		/* O(n log n) each: the time may run out in between. */
+		if (pack_elapsed_ms(ctx) >= m->until_ms)
+			err = -ETIME;
+		else
 			pack_imp_float(m, m->hot[i]);
+	}
 	if (!err)
 		pack_imp_score(m, &peak, &over);
 	if (!err && (peak < peak0 || (peak == peak0 && over < over0))) {
@@ -341,6 +347,8 @@ static int pack_imp_round(struct pack_imp *m, int nr_orders, bool *better)
 	err = pack_imp_try(m, NULL, 0, false, better);
 	for (h = 0; h < m->nr_hot; h++)
 		m->in_r[m->hot[h]] = 0;
+	if (err == -ETIME)
+		return 0;
 	if (err || *better || pack_imp_stop(m))
 		return err;
 	for (h = 0; h < m->nr_hot; h++) {

@@ -84,6 +84,7 @@ static void read_one(void)
 	err = stalloc_plan_read(out_path, &q);
 	if (err)
 		fuzz_fail("a written plan does not read back: %d", err);
+	unlink(out_path);
 	stalloc_plan_summary(q, &s2);
 	if (s1.fingerprint != s2.fingerprint || s1.peak != s2.peak ||
 	    s1.requests != s2.requests ||

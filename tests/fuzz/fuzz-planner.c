@@ -67,6 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	err = stalloc_plan_read(out_path, &q);
 	if (err)
 		fuzz_fail("a written plan does not read back: %d", err);
+	unlink(out_path);
 	stalloc_plan_summary(q, &s2);
 	if (s1.fingerprint != s2.fingerprint || s1.peak != s2.peak)
 		fuzz_fail("the plan changed on write and read back");
