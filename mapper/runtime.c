@@ -31,7 +31,9 @@
 
 #define MAX_DEVICES 64
 
-enum mode { MODE_OFF, MODE_TRACE, MODE_PLAN };
+enum mode { MODE_OFF, MODE_TRACE, MODE_PLAN, MODE_AUTO };
+
+#define AUTO_ITERS_DEFAULT 4
 
 struct mdev {
 	int device;
@@ -43,6 +45,13 @@ struct mdev {
 	struct trec *rec;
 	bool planned; /* plan mode with a usable plan */
 	struct matcher match;
+	/* auto mode: iterations traced, the planner thread, its result */
+	uint64_t auto_iters;
+	uint64_t auto_marks;
+	bool auto_started;
+	pthread_t auto_thread;
+	struct stalloc_plan *auto_plan; /* published by the thread (lock) */
+	char auto_path[4096];
 	struct mblock *pblocks; /* one descriptor per plan entry */
 	uint64_t next_id;
 	struct stalloc_stats st;
@@ -84,9 +93,13 @@ static int parse_mode(enum mode *m)
 		*m = MODE_PLAN;
 		return 0;
 	}
+	if (!strcasecmp(s, "auto")) {
+		*m = MODE_AUTO;
+		return 0;
+	}
 	return sa_error(-EINVAL,
 			"runtime: STALLOC_MODE=\"%s\" is not supported here "
-			"(want off, trace or plan)",
+			"(want off, trace, plan or auto)",
 			s);
 }
 
@@ -150,6 +163,8 @@ static void dev_load_plan(struct mdev *d)
 	d->planned = true;
 }
 
+static int dev_auto_start(struct mdev *d);
+
 static int dev_create(int device, struct mdev **out)
 {
 	struct mdev *d = calloc(1, sizeof(*d));
@@ -175,6 +190,11 @@ static int dev_create(int device, struct mdev **out)
 	}
 	if (d->mode == MODE_PLAN)
 		dev_load_plan(d);
+	if (d->mode == MODE_AUTO) {
+		err = dev_auto_start(d);
+		if (err)
+			goto err_ht;
+	}
 	if (d->mode == MODE_TRACE) {
 		const char *pat = getenv("STALLOC_TRACE");
 
@@ -198,6 +218,94 @@ err_free:
 	pthread_mutex_destroy(&d->lock);
 	free(d);
 	return err;
+}
+
+/*
+ * Auto mode: trace the first STALLOC_AUTO_ITERS iterations (the dynamic
+ * region starts half-way up the space, leaving the lower half for the
+ * pool), then plan in a background thread and switch to the plan at an
+ * iteration start, without a restart.
+ */
+static int dev_auto_start(struct mdev *d)
+{
+	const char *pat = getenv("STALLOC_TRACE");
+	uint64_t iters;
+	int err;
+
+	err = sa_env_size("STALLOC_AUTO_ITERS", AUTO_ITERS_DEFAULT, &iters);
+	if (err)
+		return err;
+	d->auto_iters = iters < 3 ? 3 : iters;
+	err = trec_open(pat && *pat ? pat : "/tmp/stalloc-auto-%p-%d.trace",
+			d->device, &d->rec);
+	if (err)
+		return err;
+	snprintf(d->auto_path, sizeof(d->auto_path), "%s", trec_path(d->rec));
+	dyn_init(&d->dyn, d->vmm, vmm_base(d->vmm) + vmm_size(d->vmm) / 2,
+		 vmm_base(d->vmm) + vmm_size(d->vmm));
+	return 0;
+}
+
+static void *auto_planner(void *arg)
+{
+	struct stalloc_plan_options o = { .flags = STALLOC_PLAN_NO_PERSISTENT };
+	struct mdev *d = arg;
+	struct stalloc_plan *p;
+
+	if (stalloc_plan_file(d->auto_path, &o, &p)) {
+		sa_log(STALLOC_LOG_WARN,
+		       "runtime: device %d: auto mode could not plan (%s): "
+		       "continuing in off mode",
+		       d->device, stalloc_last_error());
+		return NULL;
+	}
+	pthread_mutex_lock(&d->lock);
+	d->auto_plan = p;
+	pthread_mutex_unlock(&d->lock);
+	return NULL;
+}
+
+/* At an iteration marker: stop tracing and plan, or switch to the plan. */
+static void dev_auto_mark(struct mdev *d)
+{
+	struct stalloc_plan *p;
+	int err;
+
+	if (!d->auto_started && ++d->auto_marks > d->auto_iters) {
+		/* the traced iterations are complete: plan them */
+		err = trec_close(d->rec);
+		d->rec = NULL;
+		d->auto_started = true;
+		if (err ||
+		    pthread_create(&d->auto_thread, NULL, auto_planner, d)) {
+			d->auto_started = false;
+			d->mode = MODE_OFF;
+			sa_log(STALLOC_LOG_WARN,
+			       "runtime: device %d: auto mode cannot plan: "
+			       "continuing in off mode",
+			       d->device);
+		}
+		return;
+	}
+	pthread_mutex_lock(&d->lock);
+	p = d->auto_plan;
+	d->auto_plan = NULL;
+	if (p && !match_init(&d->match, p, d->vmm)) {
+		d->pblocks = calloc(p->nr_ent + 1, sizeof(*d->pblocks));
+		if (d->pblocks) {
+			/* the marker being handled starts a planned iteration */
+			d->match.marks = p->warmup;
+			d->match.pro_pos = p->nr_prologue;
+			d->planned = true;
+		} else {
+			match_destroy(&d->match);
+		}
+	}
+	pthread_mutex_unlock(&d->lock);
+	if (d->planned)
+		sa_log(STALLOC_LOG_INFO,
+		       "runtime: device %d: switched to the plan made in-process",
+		       d->device);
 }
 
 /* The device's state, made on first use; NULL (and a message) on error. */
@@ -434,6 +542,8 @@ void stalloc_mark(const char *label)
 			continue;
 		if (d->rec)
 			trec_mark(d->rec, label ? label : "mark");
+		if (d->mode == MODE_AUTO && iteration && !d->planned)
+			dev_auto_mark(d);
 		if (!d->planned || !iteration)
 			continue;
 		pthread_mutex_lock(&d->lock);
@@ -537,6 +647,9 @@ void stalloc_shutdown(void)
 			continue;
 		rcu_set_pointer(&devs[i], NULL);
 		urcu_bp_synchronize_rcu();
+		if (d->auto_started)
+			pthread_join(d->auto_thread, NULL);
+		stalloc_plan_free(d->auto_plan);
 		if (d->rec && trec_close(d->rec))
 			sa_log(STALLOC_LOG_ERROR, "%s", stalloc_last_error());
 		/* blocks still allocated are the caller's leak: drop them */

@@ -134,6 +134,22 @@ static void count_classes(struct stalloc_plan *p)
 	p->sum.fingerprint = p->fingerprint;
 }
 
+/* Remove the persistent entries (they come first, in prologue order). */
+static void drop_persistent(struct stalloc_plan *p)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < p->nr_ent; i++) {
+		if (p->ent[i].cls == PLAN_PERSISTENT) {
+			free(p->names[i]);
+			continue;
+		}
+		p->ent[n] = p->ent[i];
+		p->names[n++] = p->names[i];
+	}
+	p->nr_ent = n;
+}
+
 static int plan_trace(const char *path, uint64_t align,
 		      const struct stalloc_plan_options *o,
 		      struct stalloc_plan *p)
@@ -153,6 +169,8 @@ static int plan_trace(const char *path, uint64_t align,
 	err = plan_classify(&t, &it, align, p, &seen, NULL);
 	if (err)
 		goto out_iters;
+	if (o->flags & STALLOC_PLAN_NO_PERSISTENT)
+		drop_persistent(p);
 	err = plan_pack(p, o->time_limit_ms, o->capacity);
 	if (!err || err == -ENOSPC) {
 		int rerr = plan_reuse(&t, &seen, p);

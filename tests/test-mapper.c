@@ -486,6 +486,47 @@ static void test_plan_corrupt(void **state)
 	stalloc_set_log_level(old);
 }
 
+/* Auto mode: traced, planned in the background, switched to mid-run. */
+static void test_auto_mode(void **state)
+{
+	char pattern[256], path[256];
+	struct stalloc_stats a, b;
+	struct blk live[6];
+	void *w;
+	int k;
+
+	(void)state;
+	snprintf(pattern, sizeof(pattern), "%s/auto-%%d.trace", dir);
+	snprintf(path, sizeof(path), "%s/auto-0.trace", dir);
+	setenv("STALLOC_MODE", "auto", 1);
+	setenv("STALLOC_AUTO_ITERS", "4", 1);
+	setenv("STALLOC_TRACE", pattern, 1);
+	w = stalloc_malloc(32 * MB, 0, NULL);
+	for (k = 0; k < 5; k++) { /* 4 traced, the 5th while planning */
+		stalloc_mark("iteration");
+		workload_iter(live, 1, false, false);
+	}
+	/* the planner runs in the background; wait for its result */
+	for (k = 0; k < 500; k++) {
+		stalloc_mark("iteration");
+		workload_iter(live, 1, false, false);
+		stalloc_stats(0, &a);
+		if (a.plan_hits)
+			break;
+		usleep(10000);
+	}
+	assert_true(a.plan_hits > 0);
+	stalloc_mark("iteration");
+	workload_iter(live, 1, false, false);
+	stalloc_stats(0, &b);
+	/* a whole planned iteration: every request hits */
+	assert_int_equal(b.plan_hits - a.plan_hits, 6);
+	assert_int_equal(b.plan_misses, a.plan_misses);
+	stalloc_free(w, 0, 0, NULL);
+	unsetenv("STALLOC_AUTO_ITERS");
+	unlink(path);
+}
+
 /* ------------------------------------------------- streams (fake driver) */
 
 typedef int (*stream_create_fn)(void **s, unsigned int flags);
@@ -557,6 +598,7 @@ int main(int argc, char **argv)
 		T(test_plan_perturbed),
 		T(test_plan_other_workload),
 		T(test_plan_corrupt),
+		T(test_auto_mode),
 		T(test_streams),
 #undef T
 	};

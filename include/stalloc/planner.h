@@ -35,12 +35,20 @@ struct stalloc_plan;
  * @time_limit_ms: budget for the packing search; 0: 1000 ms
  * @capacity: 0, or the bytes available (CSV problems: taken from a file
  *	name NAME.CAPACITY.csv when 0)
+ * @flags: STALLOC_PLAN_* flags
  */
 struct stalloc_plan_options {
 	uint64_t align;
 	uint64_t time_limit_ms;
 	uint64_t capacity;
+	unsigned int flags;
 };
+
+/*
+ * Plan only what repeats in an iteration; leave the persistent requests
+ * out (for plans made in-process, after those were allocated).
+ */
+#define STALLOC_PLAN_NO_PERSISTENT 0x1
 
 /* How the iterations were found. */
 enum stalloc_iter_source {
