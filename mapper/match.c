@@ -40,25 +40,28 @@ static bool matcher_tables(struct matcher *m)
 
 	m->iter_ent = malloc((p->nr_positions + 1) * sizeof(*m->iter_ent));
 	m->dyn_of = malloc((p->nr_positions + 1) * sizeof(*m->dyn_of));
-	m->pro_ent = malloc((p->nr_prologue + 1) * sizeof(*m->pro_ent));
+	m->pro_list = malloc((p->nr_ent + 1) * sizeof(*m->pro_list));
 	m->seen_size = calloc(p->nr_ent + 1, sizeof(*m->seen_size));
 	m->live = malloc((p->nr_ent + 1) * sizeof(*m->live));
-	if (!m->iter_ent || !m->dyn_of || !m->pro_ent || !m->seen_size ||
+	if (!m->iter_ent || !m->dyn_of || !m->pro_list || !m->seen_size ||
 	    !m->live)
 		return false;
 	memset(m->iter_ent, 0xff, (p->nr_positions + 1) * sizeof(*m->iter_ent));
 	memset(m->dyn_of, 0xff, (p->nr_positions + 1) * sizeof(*m->dyn_of));
-	memset(m->pro_ent, 0xff, (p->nr_prologue + 1) * sizeof(*m->pro_ent));
 	for (i = 0; i < p->nr_ent; i++) {
 		const struct plan_entry *e = &p->ent[i];
 
 		if (e->cls == PLAN_PERSISTENT)
-			m->pro_ent[e->pos] = (int32_t)i;
+			m->pro_list[m->nr_pro++] = (uint32_t)i;
 		else if (e->cls != PLAN_ALTERNATE || plan_alt_first(p->ent, i))
 			m->iter_ent[e->pos] = (int32_t)i;
 	}
 	for (i = 0; i < p->nr_dyn; i++)
 		m->dyn_of[p->dyn[i].pos] = (int32_t)i;
+	/* persistent entries are written in prologue order; make sure */
+	for (i = 1; i < m->nr_pro; i++)
+		if (p->ent[m->pro_list[i]].pos < p->ent[m->pro_list[i - 1]].pos)
+			return false;
 	return true;
 }
 
@@ -99,7 +102,7 @@ void match_destroy(struct matcher *m)
 {
 	free(m->iter_ent);
 	free(m->dyn_of);
-	free(m->pro_ent);
+	free(m->pro_list);
 	free(m->seen_size);
 	free(m->live);
 	free(m->mapped);
@@ -239,15 +242,14 @@ static bool prologue_alloc(struct matcher *m, uint64_t size, uint64_t *addr,
 			   uint32_t *ent, bool *miss)
 {
 	uint32_t pos = m->pro_pos++;
-	int32_t e;
+	uint32_t e;
 
-	if (pos >= m->plan->nr_prologue)
+	if (m->pro_next == m->nr_pro ||
+	    m->plan->ent[m->pro_list[m->pro_next]].pos != pos)
 		return false;
-	e = m->pro_ent[pos];
-	if (e < 0)
-		return false;
+	e = m->pro_list[m->pro_next++];
 	m->seen_size[e] = size;
-	if (size > m->plan->ent[e].size || !serve(m, e, addr, ent)) {
+	if (size > m->plan->ent[e].size || !serve(m, (int32_t)e, addr, ent)) {
 		*miss = true;
 		return false;
 	}

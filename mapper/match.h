@@ -28,7 +28,8 @@ struct match_live {
  * @iter_ent: position -> entry index (the even slot for alternating
  *	entries), or -1
  * @dyn_of: position -> dynamic position index, or -1
- * @pro_ent: prologue position -> entry index, or -1
+ * @pro_list: the persistent entries, by prologue position
+ * @nr_pro: their number; @pro_next: the next one to come
  * @cursor: the next expected position of the iteration
  * @pro_pos: prologue allocations seen
  * @marks: iteration markers seen
@@ -44,7 +45,9 @@ struct matcher {
 	uint64_t base;
 	int32_t *iter_ent;
 	int32_t *dyn_of;
-	int32_t *pro_ent;
+	uint32_t *pro_list;
+	size_t nr_pro;
+	size_t pro_next;
 	uint32_t cursor;
 	uint32_t pro_pos;
 	uint64_t marks;

@@ -296,6 +296,7 @@ static void dev_auto_mark(struct mdev *d)
 			/* the marker being handled starts a planned iteration */
 			d->match.marks = p->warmup;
 			d->match.pro_pos = p->nr_prologue;
+			d->match.pro_next = d->match.nr_pro;
 			d->planned = true;
 		} else {
 			match_destroy(&d->match);

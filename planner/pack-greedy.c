@@ -445,8 +445,8 @@ int pack_greedy_repack(struct pack_ctx *ctx, struct pack_group *g,
 		       const struct pack_window *w, bool first_fit,
 		       uint64_t *peak)
 {
-	struct pack_greedy_state st = { ctx, g, NULL, NULL, NULL, NULL,
-					first_fit };
+	struct pack_greedy_state st = { ctx,  g,    NULL,     NULL,
+					NULL, NULL, first_fit };
 	size_t i;
 	int err = -ENOMEM;
 

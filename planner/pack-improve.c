@@ -30,7 +30,7 @@
 #define PACK_IMP_RANDOM_ORDERS 4
 /* Windows: the first widening (sections), the most items re-packed. */
 #define PACK_IMP_RADIUS 8
-#define PACK_IMP_MAX_WINDOW 4096
+#define PACK_IMP_MAX_WINDOW 1024
 
 struct pack_imp_key {
 	uint64_t k1;
@@ -352,7 +352,8 @@ static int pack_imp_round(struct pack_imp *m, int nr_orders, bool *better)
 	if (err || *better || pack_imp_stop(m))
 		return err;
 	for (h = 0; h < m->nr_hot; h++) {
-		const struct pack_item *it = &ctx->items[m->g->items[m->hot[h]]];
+		const struct pack_item *it =
+			&ctx->items[m->g->items[m->hot[h]]];
 
 		pack_imp_span(ctx, it, 0, &lo, &hi);
 		for (rad = 0;; rad = rad ? 4 * rad : PACK_IMP_RADIUS) {
@@ -380,11 +381,10 @@ static int pack_imp_round(struct pack_imp *m, int nr_orders, bool *better)
 	return 0;
 }
 
-int pack_improve_group(struct pack_ctx *ctx, struct pack_group *g,
-		       uint64_t cap, double until_ms)
+int pack_improve_group(struct pack_ctx *ctx, struct pack_group *g, uint64_t cap,
+		       double until_ms, bool persist)
 {
 	struct pack_imp m = { 0 };
-	uint32_t i;
 	bool better = true;
 	int nr_orders = PACK_IMP_FIXED_ORDERS, err = -ENOMEM;
 
@@ -394,22 +394,22 @@ int pack_improve_group(struct pack_ctx *ctx, struct pack_group *g,
 	m.until_ms = until_ms;
 	m.rng = 0x9e3779b97f4a7c15ull;
 	m.ids = malloc((g->nr + 1) * sizeof(*m.ids));
-	m.in_r = malloc(g->nr + 1);
+	m.in_r = calloc(g->nr + 1, 1);
 	m.save = malloc((g->nr + 1) * sizeof(*m.save));
 	m.hot = malloc((g->nr + 1) * sizeof(*m.hot));
 	m.keys = malloc((g->nr + 1) * sizeof(*m.keys));
 	m.spans = malloc((g->nr + 1) * sizeof(*m.spans));
 	if (!m.ids || !m.in_r || !m.save || !m.hot || !m.keys || !m.spans)
 		goto out;
-	for (i = 0; i < g->nr; i++)
-		m.in_r[i] = 0;
 	err = 0;
 	while (!err && !pack_imp_stop(&m)) {
 		err = pack_imp_round(&m, nr_orders, &better);
 		/* Stuck with the fixed orders: add random ones. */
+		if (!better && !persist)
+			break;
 		if (!better)
-			nr_orders = PACK_IMP_FIXED_ORDERS +
-				    PACK_IMP_RANDOM_ORDERS;
+			nr_orders =
+				PACK_IMP_FIXED_ORDERS + PACK_IMP_RANDOM_ORDERS;
 	}
 out:
 	free(m.spans);

@@ -141,10 +141,11 @@ int pack_greedy_repack(struct pack_ctx *ctx, struct pack_group *g,
  * Until @until_ms (see pack_elapsed_ms()) or until @g's peak is at most
  * @cap, re-pack the items live
  * where its peak is set, around the fixed rest; keeps a re-packing when
- * it lowers the peak.  0 or -ENOMEM.
+ * it lowers the peak.  Without @persist, stops at the first round that
+ * improves nothing instead of going on with random orders.  0 or -ENOMEM.
  */
-int pack_improve_group(struct pack_ctx *ctx, struct pack_group *g,
-		       uint64_t cap, double until_ms);
+int pack_improve_group(struct pack_ctx *ctx, struct pack_group *g, uint64_t cap,
+		       double until_ms, bool persist);
 /* Online first fit in start order: O(n log n), for very large groups. */
 int pack_sweep(struct pack_ctx *ctx, struct pack_group *g);
 /* Overlapping pairs in @g, counted by a sweep (wrap pieces counted apart). */

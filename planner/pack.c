@@ -573,8 +573,8 @@ static bool pack_searchable(const struct pack_group *g)
 
 /*
  * Local improvement of the groups above the target, each given an equal
- * share of the time left (a searchable one only a part of its share: the
- * exact search comes next).
+ * share of the time left (a searchable one only a part of its share, and
+ * only while it improves: the exact search comes next).
  */
 static int pack_local(struct pack_ctx *ctx)
 {
@@ -593,7 +593,8 @@ static int pack_local(struct pack_ctx *ctx)
 		until = now + (ctx->limit_ms - now) / (double)left--;
 		if (pack_searchable(g))
 			until = now + (until - now) * PACK_LOCAL_SHARE;
-		err = pack_improve_group(ctx, g, ctx->target, until);
+		err = pack_improve_group(ctx, g, ctx->target, until,
+					 !pack_searchable(g));
 		if (err)
 			return err;
 	}

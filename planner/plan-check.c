@@ -102,44 +102,55 @@ static int check_entry(const struct stalloc_plan *p, size_t i, const char *what)
 	}
 }
 
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * No position is planned twice (an alternating pair counts once) or both
+ * planned and dynamic, and every iteration position is one or the other.
+ * Sorting keys (prologue or iteration, position) needs no table sized by
+ * the counts the file claims.
+ */
 static int check_positions(const struct stalloc_plan *p, const char *what)
 {
-	uint8_t *seen_it, *seen_pro;
-	size_t i;
+	uint64_t *key = malloc((p->nr_ent + p->nr_dyn + 1) * sizeof(*key));
+	size_t i, n = 0, in_iter = 0;
 	int err = 0;
 
-	seen_it = calloc(p->nr_positions + 1, 1);
-	seen_pro = calloc(p->nr_prologue + 1, 1);
-	if (!seen_it || !seen_pro) {
-		err = sa_error(-ENOMEM, "plan: out of memory");
-		goto out;
-	}
-	for (i = 0; i < p->nr_ent && !err; i++) {
-		uint8_t *s = p->ent[i].cls == PLAN_PERSISTENT ? seen_pro :
-								seen_it;
+	if (!key)
+		return sa_error(-ENOMEM, "plan: out of memory");
+	for (i = 0; i < p->nr_ent; i++) {
+		const struct plan_entry *e = &p->ent[i];
 
-		/* the second slot of an alternating pair is no repeat */
-		if (p->ent[i].cls == PLAN_ALTERNATE &&
-		    !plan_alt_first(p->ent, i))
+		if (e->cls == PLAN_ALTERNATE && !plan_alt_first(p->ent, i))
 			continue;
-		if (s[p->ent[i].pos]++)
-			err = chk_err(what,
-				      "entry %zu: position %u planned "
-				      "twice",
-				      i, p->ent[i].pos);
+		in_iter += e->cls != PLAN_PERSISTENT;
+		key[n++] = (uint64_t)(e->cls != PLAN_PERSISTENT) << 32 | e->pos;
 	}
-	for (i = 0; i < p->nr_dyn && !err; i++) {
-		const struct plan_dyn *d = &p->dyn[i];
-
-		if (d->pos >= p->nr_positions || seen_it[d->pos]++)
+	for (i = 0; i < p->nr_dyn; i++) {
+		if (p->dyn[i].pos >= p->nr_positions) {
 			err = chk_err(what,
 				      "dynamic position %u is out of "
-				      "range or also planned",
-				      d->pos);
+				      "range",
+				      p->dyn[i].pos);
+			goto out;
+		}
+		key[n++] = 1ULL << 32 | p->dyn[i].pos;
 	}
+	qsort(key, n, sizeof(*key), u64_cmp);
+	for (i = 1; i < n && !err; i++)
+		if (key[i] == key[i - 1])
+			err = chk_err(what, "position %u is planned twice",
+				      (unsigned int)key[i]);
+	if (!err && in_iter + p->nr_dyn != p->nr_positions)
+		err = chk_err(what, "%u positions announced, %zu given",
+			      p->nr_positions, in_iter + p->nr_dyn);
 out:
-	free(seen_it);
-	free(seen_pro);
+	free(key);
 	return err;
 }
 

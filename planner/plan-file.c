@@ -185,6 +185,7 @@ struct cursor {
 	unsigned int no; /* number of the line last returned */
 	char *f[8 + 2 * 64];
 	int nr;
+	uint64_t lines; /* lines in the file: a bound on every count */
 };
 
 #define cur_err(c, fmt, ...)                                       \
@@ -220,10 +221,11 @@ static bool num(const char *s, uint64_t *v)
 {
 	char *end;
 
-	if (!s || *s == '-' || *s == '+' || !*s)
+	/* decimal only: "010" is ten, not eight */
+	if (!s || *s < '0' || *s > '9')
 		return false;
 	errno = 0;
-	*v = strtoull(s, &end, 0);
+	*v = strtoull(s, &end, 10);
 	return !errno && !*end;
 }
 
@@ -234,6 +236,17 @@ static int keyval(struct cursor *c, const char *key, uint64_t *v)
 		return cur_err(c, "file ends before \"%s\"", key);
 	if (c->nr != 2 || strcmp(c->f[0], key) != 0)
 		return cur_err(c, "expected \"%s VALUE\"", key);
+	if (!strcmp(key, "fingerprint")) {
+		char *end;
+
+		/* the one hexadecimal field: 0x and 16 digits */
+		errno = 0;
+		*v = strtoull(c->f[1], &end, 16);
+		if (strncmp(c->f[1], "0x", 2) != 0 || errno || *end)
+			return cur_err(c, "fingerprint \"%s\" is not 0xHEX",
+				       c->f[1]);
+		return 0;
+	}
 	if (!num(c->f[1], v))
 		return cur_err(c, "%s \"%s\" is not a number", key, c->f[1]);
 	return 0;
@@ -366,8 +379,13 @@ static int parse_counts(struct cursor *c, struct stalloc_plan *p,
 		return cur_err(c, "warm-up too long");
 	p->warmup = (uint32_t)v;
 	err = keyval(c, "entries", nent);
-	if (!err && *nent > (1ULL << 32))
-		return cur_err(c, "too many entries");
+	/* each entry is a line: a count beyond the file is a lie */
+	if (!err && *nent > c->lines)
+		return cur_err(c,
+			       "%llu entries announced, but the file has "
+			       "%llu lines",
+			       (unsigned long long)*nent,
+			       (unsigned long long)c->lines);
 	return err;
 }
 
@@ -393,8 +411,12 @@ static int parse(struct cursor *c, struct stalloc_plan *p)
 		err = read_entry(c, &p->ent[p->nr_ent++]);
 	if (!err)
 		err = keyval(c, "dynamic", &ndyn);
-	if (!err && ndyn > (1ULL << 32))
-		err = cur_err(c, "too many dynamic positions");
+	if (!err && ndyn > c->lines)
+		err = cur_err(c,
+			      "%llu dynamic positions announced, but the "
+			      "file has %llu lines",
+			      (unsigned long long)ndyn,
+			      (unsigned long long)c->lines);
 	if (err)
 		return err;
 	p->dyn = calloc(ndyn + 1, sizeof(*p->dyn));
@@ -454,6 +476,9 @@ int stalloc_plan_read(const char *path, struct stalloc_plan **out)
 		goto out_text;
 	}
 	c.s = text;
+	for (c.lines = 1; *text; text++)
+		c.lines += *text == '\n';
+	text = c.s;
 	err = parse(&c, p);
 	if (!err)
 		err = plan_validate(p, path);
