@@ -11,6 +11,7 @@
 #   make deps             install missing Debian packages (root)
 #   make format-check     clang-format, house style
 #   make lint             cppcheck and clang-tidy
+#   make fuzz             libFuzzer targets, FUZZ_SECONDS each; fuzz-regress
 #
 # Outputs go under $(O) (default build/, build/san/ with SANITIZE=1).
 # V=1 shows the commands.
@@ -268,6 +269,39 @@ clean:
 distclean: clean
 
 help:
-	@sed -n '3,17p' Makefile
+	@sed -n '3,18p' Makefile
+
+# ---------------------------------------------------------------- fuzzing
+# libFuzzer targets (clang; not part of all or check).  make fuzz runs each
+# target FUZZ_SECONDS; make fuzz-regress replays the committed inputs.
+FUZZ_CC ?= clang
+FUZZ_O := $(O)/fuzz
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -Iinclude -I. $(CUDA_CFLAGS) \
+	$(URCU_CFLAGS) -fsanitize=fuzzer,address,undefined
+FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FUZZ_O)/obj/%.o)
+FUZZ_BINS := $(patsubst %,$(FUZZ_O)/fuzz-%,trace csv plan planner)
+FUZZ_SECONDS ?= 60
+
+.PHONY: fuzz fuzz-build fuzz-regress
+$(FUZZ_O)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZCC  $<")
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(FUZZ_O)/fuzz-%: tests/fuzz/fuzz-%.c tests/fuzz/fuzz-common.h $(FUZZ_LIB_OBJS)
+	@$(if $(Q),echo "  FUZZLD  $@")
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LIB_OBJS) $(LIB_LDLIBS)
+
+fuzz-build: $(FUZZ_BINS)
+
+.SECONDARY: $(FUZZ_LIB_OBJS)
+
+fuzz: fuzz-build all
+	$(Q)SHARED=$(SHARED) STALLOC_PLAN=$(O)/stalloc-plan \
+		sh tests/fuzz/run-fuzz.sh $(FUZZ_O) $(FUZZ_SECONDS)
+
+fuzz-regress: fuzz-build
+	$(Q)sh tests/fuzz/run-regress.sh $(FUZZ_O)
 
 -include $(shell find $(O)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(FUZZ_O)/obj -name '*.d' 2>/dev/null)

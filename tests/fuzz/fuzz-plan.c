@@ -76,6 +76,7 @@ static void read_one(void)
 			fuzz_fail("stalloc_plan_read failed but set *out");
 		return;
 	}
+	setup();
 	stalloc_plan_summary(p, &s1);
 	stalloc_plan_for_each_buffer(p, at_plan_buffer, &s1.peak);
 	err = stalloc_plan_write(p, out_path);
@@ -101,8 +102,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t body = size, n;
 	char *buf;
 	uLong crc;
-
-	setup();
 
 	/* Unmodified: the checksum and truncation checks. */
 	fuzz_file_set(&in, "fuzz-plan", data, size);

@@ -47,7 +47,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct stalloc_plan *p = NULL, *q;
 	int err;
 
-	setup();
 	fuzz_file_set(&in, "fuzz-planner", data, size);
 	err = stalloc_plan_file(in.path, &opts, &p);
 	if (err) {
@@ -56,6 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		stalloc_plan_free(p);
 		return 0;
 	}
+	setup();
 	stalloc_plan_summary(p, &s1);
 	if (s1.peak < s1.lower_bound)
 		fuzz_fail("peak %llu below the lower bound %llu",
