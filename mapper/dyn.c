@@ -34,7 +34,7 @@ static unsigned int size_class(uint64_t size)
 
 static void free_block_rcu(struct rcu_head *h)
 {
-	free(caa_container_of(h, struct mblock, rcu));
+	free(mb_of_rcu(h));
 }
 
 static void retire(struct mblock *b)
@@ -144,7 +144,7 @@ static int grow(struct dyn_region *d, uint64_t size, struct mblock **out)
 	uint64_t need = size;
 
 	if (!cds_list_empty(&d->blocks)) {
-		last = cds_list_entry(d->blocks.prev, struct mblock, addr_node);
+		last = mb_of_addr(d->blocks.prev);
 		if (last->free)
 			need = size - last->size;
 		else
@@ -209,7 +209,7 @@ static struct mblock *merge(struct dyn_region *d, struct mblock *b)
 	struct mblock *n;
 
 	if (b->addr_node.next != &d->blocks) {
-		n = cds_list_entry(b->addr_node.next, struct mblock, addr_node);
+		n = mb_of_addr(b->addr_node.next);
 		if (n->free) {
 			take_free(d, n);
 			b->size += n->size;
@@ -221,7 +221,7 @@ static struct mblock *merge(struct dyn_region *d, struct mblock *b)
 		}
 	}
 	if (b->addr_node.prev != &d->blocks) {
-		n = cds_list_entry(b->addr_node.prev, struct mblock, addr_node);
+		n = mb_of_addr(b->addr_node.prev);
 		if (n->free) {
 			take_free(d, n);
 			n->size += b->size;

@@ -61,6 +61,28 @@ struct mblock {
 	struct rcu_head rcu;
 };
 
+/*
+ * container_of for the three links of a block.  (cppcheck reads the
+ * offsetof trick inside caa_container_of as a NULL dereference; it is not.)
+ */
+static inline struct mblock *mb_of_hnode(struct cds_lfht_node *n)
+{
+	/* cppcheck-suppress nullPointer */
+	return caa_container_of(n, struct mblock, hnode);
+}
+
+static inline struct mblock *mb_of_addr(struct cds_list_head *n)
+{
+	/* cppcheck-suppress nullPointer */
+	return caa_container_of(n, struct mblock, addr_node);
+}
+
+static inline struct mblock *mb_of_rcu(struct rcu_head *h)
+{
+	/* cppcheck-suppress nullPointer */
+	return caa_container_of(h, struct mblock, rcu);
+}
+
 /**
  * struct dyn_region - the dynamic allocator's address range
  * @vmm: the device's space

@@ -40,7 +40,7 @@ static bool matcher_tables(struct matcher *m)
 
 	m->iter_ent = malloc((p->nr_positions + 1) * sizeof(*m->iter_ent));
 	m->dyn_of = malloc((p->nr_positions + 1) * sizeof(*m->dyn_of));
-	m->pro_list = malloc((p->nr_ent + 1) * sizeof(*m->pro_list));
+	m->pro_list = calloc(p->nr_ent + 1, sizeof(*m->pro_list));
 	m->seen_size = calloc(p->nr_ent + 1, sizeof(*m->seen_size));
 	m->live = malloc((p->nr_ent + 1) * sizeof(*m->live));
 	if (!m->iter_ent || !m->dyn_of || !m->pro_list || !m->seen_size ||

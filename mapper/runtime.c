@@ -72,7 +72,7 @@ static unsigned long hash_ptr(uint64_t p)
 
 static int match_addr(struct cds_lfht_node *node, const void *key)
 {
-	const struct mblock *b = caa_container_of(node, struct mblock, hnode);
+	const struct mblock *b = mb_of_hnode(node);
 
 	return b->addr == *(const uint64_t *)key;
 }
@@ -465,7 +465,7 @@ void stalloc_free(void *ptr, size_t size, int device, void *stream)
 		bad_free(d, ptr, "not allocated by stalloc, or already freed");
 		return;
 	}
-	b = caa_container_of(node, struct mblock, hnode);
+	b = mb_of_hnode(node);
 	if (unlikely(size && size != b->req)) {
 		urcu_bp_read_unlock();
 		bad_free(d, ptr, "size differs from the allocation's");
@@ -512,8 +512,7 @@ void stalloc_record_stream(void *ptr, void *stream)
 				&iter);
 		node = cds_lfht_iter_get_node(&iter);
 		if (node) {
-			struct mblock *b =
-				caa_container_of(node, struct mblock, hnode);
+			struct mblock *b = mb_of_hnode(node);
 
 			pthread_mutex_lock(&d->lock);
 			if (b->stream != stream)

@@ -183,8 +183,7 @@ STALLOC_API void *stalloc_malloc(size_t size, int device, void *stream);
  * A pointer stalloc did not hand out, or one already freed, is reported
  * (counted in bad_frees) and left alone.
  */
-STALLOC_API void stalloc_free(void *ptr, size_t size, int device,
-			      void *stream);
+STALLOC_API void stalloc_free(void *ptr, size_t size, int device, void *stream);
 
 /* PyTorch's optional hooks. */
 STALLOC_API void stalloc_init(int device_count);
