@@ -80,4 +80,7 @@ int sa_env_size(const char *name, uint64_t def, uint64_t *out);
  */
 int sa_read_file(const char *path, char **text, size_t *len);
 
+/* Write all of @s to @fd, retrying short writes; 0, or -1 with errno. */
+int sa_write_all(int fd, const char *s, size_t len);
+
 #endif /* STALLOC_LIB_UTIL_H */

@@ -120,21 +120,6 @@ static void emit(const struct stalloc_plan *p, struct sbuf *b)
 	}
 }
 
-static int write_all(int fd, const char *s, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, s, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		s += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 int stalloc_plan_write(const struct stalloc_plan *p, const char *path)
 {
 	struct sbuf b = { 0 };
@@ -161,7 +146,7 @@ int stalloc_plan_write(const struct stalloc_plan *p, const char *path)
 		err = sa_error(-EIO, "plan: %s: %s", tmp, strerror(errno));
 		goto out;
 	}
-	if (write_all(fd, b.s, b.len) || fsync(fd)) {
+	if (sa_write_all(fd, b.s, b.len) || fsync(fd)) {
 		err = sa_error(-EIO, "plan: %s: %s", tmp, strerror(errno));
 		close(fd);
 		unlink(tmp);

@@ -140,21 +140,6 @@ static int trec_new_buf(struct trec_buf *b, uint64_t gen)
 	return b->data ? 0 : -ENOMEM;
 }
 
-static int write_all(int fd, const char *s, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, s, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		s += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static void trec_fail(struct trec *r, const char *why)
 {
 	if (!__atomic_exchange_n(&r->failed, true, __ATOMIC_ACQ_REL))
@@ -170,7 +155,7 @@ static void trec_write(struct trec *r, struct trec_buf *b)
 	while (r->written_gen != b->gen)
 		pthread_cond_wait(&r->wcond, &r->wlock);
 	if (!__atomic_load_n(&r->failed, __ATOMIC_ACQUIRE) &&
-	    write_all(r->fd, b->data, b->len))
+	    sa_write_all(r->fd, b->data, b->len))
 		trec_fail(r, strerror(errno));
 	r->written_gen++;
 	pthread_cond_broadcast(&r->wcond);
@@ -311,7 +296,7 @@ int trec_open(const char *pattern, int device, struct trec **out)
 	n = snprintf(head, sizeof(head),
 		     "stalloc-trace 1\n# stalloc %s, pid %d, device %d\n",
 		     stalloc_version_string(), (int)getpid(), device);
-	if (write_all(r->fd, head, (size_t)n)) {
+	if (sa_write_all(r->fd, head, (size_t)n)) {
 		err = sa_error(-EIO, "trace: %s: %s", r->path, strerror(errno));
 		goto err_close;
 	}
