@@ -39,6 +39,7 @@
  * @streams: MB_STREAM_* flags
  * @free: on a free list
  * @planned: a planned block (entry @ent of the plan), not a dynamic one
+ * @reused: a dynamic request placed in the plan's free space
  * @ent: its plan entry
  * @addr_node: all blocks of the region, in address order
  * @free_node: link in its size class while @free
@@ -54,6 +55,7 @@ struct mblock {
 	unsigned int streams;
 	bool free;
 	bool planned;
+	bool reused;
 	uint32_t ent;
 	struct cds_list_head addr_node;
 	struct cds_list_head free_node;

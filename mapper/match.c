@@ -42,7 +42,8 @@ static bool matcher_tables(struct matcher *m)
 	m->dyn_of = malloc((p->nr_positions + 1) * sizeof(*m->dyn_of));
 	m->pro_list = calloc(p->nr_ent + 1, sizeof(*m->pro_list));
 	m->seen_size = calloc(p->nr_ent + 1, sizeof(*m->seen_size));
-	m->live = malloc((p->nr_ent + 1) * sizeof(*m->live));
+	m->cap_live = p->nr_ent + 16;
+	m->live = malloc(m->cap_live * sizeof(*m->live));
 	if (!m->iter_ent || !m->dyn_of || !m->pro_list || !m->seen_size ||
 	    !m->live)
 		return false;
@@ -135,15 +136,32 @@ static bool range_free(const struct matcher *m, uint64_t off, uint64_t size)
 	return i == m->nr_live || m->live[i].off >= off + size;
 }
 
-static void live_add(struct matcher *m, const struct plan_entry *e,
+static bool live_add(struct matcher *m, uint64_t off, uint64_t size,
 		     uint32_t ent)
 {
-	size_t i = live_find(m, e->offset);
+	size_t i = live_find(m, off);
 
+	if (m->nr_live == m->cap_live) {
+		size_t cap = m->cap_live * 2 + 16;
+		struct match_live *nl = realloc(m->live, cap * sizeof(*nl));
+
+		if (!nl)
+			return false;
+		m->live = nl;
+		m->cap_live = cap;
+	}
 	memmove(m->live + i + 1, m->live + i,
 		(m->nr_live - i) * sizeof(*m->live));
-	m->live[i] = (struct match_live){ e->offset, e->size, ent };
+	m->live[i] = (struct match_live){ off, size, ent };
 	m->nr_live++;
+	return true;
+}
+
+static void live_remove(struct matcher *m, size_t i)
+{
+	memmove(m->live + i, m->live + i + 1,
+		(m->nr_live - i - 1) * sizeof(*m->live));
+	m->nr_live--;
 }
 
 void match_free(struct matcher *m, uint32_t ent)
@@ -152,11 +170,58 @@ void match_free(struct matcher *m, uint32_t ent)
 
 	for (; i < m->nr_live; i++)
 		if (m->live[i].ent == ent) {
-			memmove(m->live + i, m->live + i + 1,
-				(m->nr_live - i - 1) * sizeof(*m->live));
-			m->nr_live--;
+			live_remove(m, i);
 			return;
 		}
+}
+
+void match_release(struct matcher *m, uint64_t addr)
+{
+	size_t i = live_find(m, addr - m->base);
+
+	if (i < m->nr_live && m->live[i].off == addr - m->base &&
+	    m->live[i].ent == MATCH_REUSED)
+		live_remove(m, i);
+}
+
+static int map_slot(struct matcher *m, uint64_t off, uint64_t size);
+
+/*
+ * First fit of @size in dynamic position @d's free ranges, away from every
+ * live block (planned or reused): the plan's free space during the
+ * position's window.  A request that outlives its window is still safe:
+ * it is in the live set, and a planned slot it would overlap is refused.
+ */
+static bool reuse(struct matcher *m, const struct plan_dyn *d, uint64_t size,
+		  uint64_t *addr)
+{
+	uint32_t r;
+
+	for (r = 0; r < d->nr_ranges; r++) {
+		const struct plan_range *rg =
+			&m->plan->ranges[d->first_range + r];
+		uint64_t at = rg->offset, end = rg->offset + rg->len;
+
+		while (at + size <= end) {
+			size_t i = live_find(m, at);
+
+			if (i > 0 &&
+			    m->live[i - 1].off + m->live[i - 1].size > at) {
+				at = m->live[i - 1].off + m->live[i - 1].size;
+				continue;
+			}
+			if (i < m->nr_live && m->live[i].off < at + size) {
+				at = m->live[i].off + m->live[i].size;
+				continue;
+			}
+			if (map_slot(m, at, size) ||
+			    !live_add(m, at, size, MATCH_REUSED))
+				return false;
+			*addr = m->base + at;
+			return true;
+		}
+	}
+	return false;
 }
 
 /* Map the pool chunks under [off, off + size) not mapped yet. */
@@ -230,9 +295,9 @@ static bool serve(struct matcher *m, int32_t e, uint64_t *addr, uint32_t *ent)
 	const struct plan_entry *pe = &m->plan->ent[e];
 
 	if (!range_free(m, pe->offset, pe->size) ||
-	    map_slot(m, pe->offset, pe->size))
+	    map_slot(m, pe->offset, pe->size) ||
+	    !live_add(m, pe->offset, pe->size, (uint32_t)e))
 		return false;
-	live_add(m, pe, (uint32_t)e);
 	*addr = m->base + pe->offset;
 	*ent = (uint32_t)e;
 	return true;
@@ -275,8 +340,13 @@ bool match_alloc(struct matcher *m, uint64_t size, uint64_t *addr,
 	}
 	m->cursor = (uint32_t)pos + 1;
 	e = entry_at(m, (uint32_t)pos);
-	if (e < 0)
-		return false; /* a dynamic position */
+	if (e < 0) {
+		/* a dynamic position: the plan's free space first */
+		if (!reuse(m, &m->plan->dyn[m->dyn_of[pos]], asize, addr))
+			return false;
+		*ent = MATCH_REUSED;
+		return true;
+	}
 	if (m->marks == m->plan->warmup + 1 && !m->seen_size[e])
 		m->seen_size[e] = asize;
 	if (!serve(m, e, addr, ent)) {

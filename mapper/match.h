@@ -15,6 +15,9 @@
 #define MATCH_AHEAD 8
 #define MATCH_BEHIND 2
 
+/* The entry number of a dynamic request placed in the plan's free space. */
+#define MATCH_REUSED UINT32_MAX
+
 struct match_live {
 	uint64_t off;
 	uint64_t size;
@@ -53,6 +56,7 @@ struct matcher {
 	uint64_t marks;
 	struct match_live *live;
 	size_t nr_live;
+	size_t cap_live;
 	uint8_t *mapped;
 	uint64_t chunk;
 	uint64_t *seen_size;
@@ -67,13 +71,16 @@ void match_destroy(struct matcher *m);
 uint64_t match_pool_bytes(const struct matcher *m);
 /*
  * A request of @size: true and *@addr, *@ent set if it is served from the
- * plan; false to serve it dynamically (*@miss: the plan expected
- * something else here).
+ * plan -- at its planned slot, or (*@ent == MATCH_REUSED) in the free space
+ * the plan leaves to its dynamic position; false to serve it from the
+ * dynamic region (*@miss: the plan expected something else here).
  */
 bool match_alloc(struct matcher *m, uint64_t size, uint64_t *addr,
 		 uint32_t *ent, bool *miss);
-/* The planned block of entry @ent at @addr was freed. */
+/* The planned block of entry @ent was freed. */
 void match_free(struct matcher *m, uint32_t ent);
+/* A dynamic request placed in the plan's free space (MATCH_REUSED) was freed. */
+void match_release(struct matcher *m, uint64_t addr);
 /*
  * An "iteration" marker.  Returns false when the iteration just ended was
  * the first planned one and its requests do not fit the plan (fingerprint

@@ -367,6 +367,11 @@ static void dev_trim(struct mdev *d)
 	vmm_trim(d->vmm, 0);
 }
 
+static void free_reused(struct rcu_head *h)
+{
+	free(mb_of_rcu(h));
+}
+
 /* A planned block for this request, or NULL to serve it dynamically. */
 static struct mblock *plan_alloc(struct mdev *d, uint64_t size)
 {
@@ -378,6 +383,18 @@ static struct mblock *plan_alloc(struct mdev *d, uint64_t size)
 	if (!match_alloc(&d->match, size, &addr, &ent, &miss)) {
 		d->st.plan_misses += miss;
 		return NULL;
+	}
+	if (ent == MATCH_REUSED) {
+		/* a dynamic request in the plan's free space */
+		b = calloc(1, sizeof(*b));
+		if (!b) {
+			match_release(&d->match, addr);
+			return NULL;
+		}
+		b->addr = addr;
+		b->reused = true;
+		d->st.dynamic_bytes += size;
+		return b;
 	}
 	d->st.plan_hits++;
 	/* an entry is live at most once: its descriptor is preallocated */
@@ -483,6 +500,10 @@ void stalloc_free(void *ptr, size_t size, int device, void *stream)
 	d->st.allocated -= b->req;
 	if (b->planned) {
 		match_free(&d->match, b->ent);
+	} else if (b->reused) {
+		d->st.dynamic_bytes -= b->req;
+		match_release(&d->match, b->addr);
+		urcu_bp_call_rcu(&b->rcu, free_reused);
 	} else {
 		d->st.dynamic_bytes -= b->req;
 		b->stream = stream;

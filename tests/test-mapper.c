@@ -486,6 +486,62 @@ static void test_plan_corrupt(void **state)
 	stalloc_set_log_level(old);
 }
 
+/* One iteration with a request whose size varies (an expert buffer). */
+static void *moe_iter(int k, void **b_out)
+{
+	void *a, *b, *c;
+
+	a = stalloc_malloc(8 * MB, 0, NULL);
+	stalloc_free(a, 0, 0, NULL);
+	b = stalloc_malloc((size_t)(1 + k % 3) * MB, 0, NULL);
+	fill(b, (size_t)(1 + k % 3) * MB, 7);
+	stalloc_free(b, 0, 0, NULL);
+	c = stalloc_malloc(8 * MB, 0, NULL);
+	stalloc_free(c, 0, 0, NULL);
+	*b_out = b;
+	return a;
+}
+
+/* A dynamic request goes to the space the plan leaves free around it. */
+static void test_plan_reuse(void **state)
+{
+	char pattern[256], trace[256], plan[256];
+	struct stalloc_plan *p;
+	struct stalloc_plan_summary s;
+	struct stalloc_stats st;
+	void *a, *b;
+	int k;
+
+	(void)state;
+	snprintf(pattern, sizeof(pattern), "%s/r-%%d.trace", dir);
+	snprintf(trace, sizeof(trace), "%s/r-0.trace", dir);
+	snprintf(plan, sizeof(plan), "%s/r.plan", dir);
+	setenv("STALLOC_MODE", "trace", 1);
+	setenv("STALLOC_TRACE", pattern, 1);
+	for (k = 0; k < 4; k++) {
+		stalloc_mark("iteration");
+		moe_iter(k, &b);
+	}
+	stalloc_shutdown();
+	assert_int_equal(stalloc_plan_file(trace, NULL, &p), 0);
+	stalloc_plan_summary(p, &s);
+	assert_int_equal(s.dynamic_requests, 1);
+	assert_int_equal(stalloc_plan_write(p, plan), 0);
+	stalloc_plan_free(p);
+	setenv("STALLOC_MODE", "plan", 1);
+	setenv("STALLOC_PLAN", plan, 1);
+	for (k = 0; k < 5; k++) {
+		stalloc_mark("iteration");
+		a = moe_iter(k, &b);
+		if (k >= 2) /* planned iterations: b lands where a was */
+			assert_ptr_equal(a, b);
+	}
+	stalloc_stats(0, &st);
+	assert_int_equal(st.allocated, 0);
+	unlink(trace);
+	unlink(plan);
+}
+
 /* Auto mode: traced, planned in the background, switched to mid-run. */
 static void test_auto_mode(void **state)
 {
@@ -599,6 +655,7 @@ int main(int argc, char **argv)
 		T(test_plan_other_workload),
 		T(test_plan_corrupt),
 		T(test_auto_mode),
+		T(test_plan_reuse),
 		T(test_streams),
 #undef T
 	};
