@@ -51,6 +51,7 @@ endif
 
 HAVE_CUDA_H := $(shell test -f $(CUDA_HOME)/include/cuda.h && echo y)
 HAVE_CMOCKA := $(shell $(PKG_CONFIG) --exists cmocka && echo y)
+HAVE_LTTNG := $(shell $(PKG_CONFIG) --exists lttng-ust && echo y)
 
 WARNINGS := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes \
 	-Wstrict-prototypes -Wold-style-definition -Wformat=2 \
@@ -78,7 +79,8 @@ LIB_LDLIBS := $(URCU_LIBS) $(ZLIB_LIBS) -ldl -lpthread -lm
 
 # ---------------------------------------------------------------- library
 LIB_SRCS := lib/util.c vmm/space.c vmm/map.c vmm/backend-host.c \
-	$(sort $(wildcard planner/*.c)) $(sort $(wildcard tracing/*.c)) \
+	$(sort $(wildcard planner/*.c)) \
+	$(sort $(filter-out tracing/lttng-provider.c,$(wildcard tracing/*.c))) \
 	$(sort $(wildcard mapper/*.c))
 ifeq ($(HAVE_CUDA_H),y)
 LIB_SRCS += vmm/backend-cuda.c
@@ -110,8 +112,18 @@ PROGRAMS := $(TOOL_NAMES:%=$(O)/%)
 .PHONY: all check bench demo install uninstall deps clean distclean \
 	format format-check lint help tests installcheck
 
+LTTNG_SO := $(O)/libstalloc-lttng.so
+
 all: $(LIB_SO) $(O)/libstalloc.so $(LIB_A) $(PROGRAMS) \
-	$(if $(HAVE_CUDA_H),$(FAKE_SO))
+	$(if $(HAVE_CUDA_H),$(FAKE_SO)) $(if $(HAVE_LTTNG),$(LTTNG_SO))
+
+# The lttng-ust provider: a library of its own, loaded on demand.
+$(LTTNG_SO): tracing/lttng-provider.c tracing/lttng-provider.h tracing/tp.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(BASE_CFLAGS) -Wno-redundant-decls \
+		$(shell $(PKG_CONFIG) --cflags lttng-ust) $(CFLAGS) -shared \
+		$(SAN_LDFLAGS) -o $@ $< $(shell $(PKG_CONFIG) --libs lttng-ust)
 
 $(O)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -184,7 +196,14 @@ $(O)/tests/header-c99.stamp: $(wildcard include/stalloc/*.h) tests/header-cxx.cc
 		-fsyntax-only tests/header-cxx.cc
 	$(Q)touch $@
 
-tests: all $(TEST_BINS) $(O)/tests/header-c99.stamp
+# A program using the public API only, for the lttng end-to-end test.
+$(O)/tests/lttng-demo: tests/lttng-demo.c $(O)/libstalloc.so
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(filter-out -fvisibility=hidden,$(BASE_CFLAGS)) $(CFLAGS) \
+		$(SAN_LDFLAGS) -o $@ $< -L$(O) -lstalloc \
+		-Wl,-rpath,'$$ORIGIN/..'
+
+tests: all $(TEST_BINS) $(O)/tests/header-c99.stamp $(O)/tests/lttng-demo
 
 check: tests
 ifneq ($(HAVE_CMOCKA),y)
@@ -213,6 +232,7 @@ install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR)/stalloc \
 		$(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR)
 	install -m 0755 $(LIB_SO) $(DESTDIR)$(LIBDIR)/
+	$(if $(HAVE_LTTNG),install -m 0755 $(LTTNG_SO) $(DESTDIR)$(LIBDIR)/)
 	ln -sf libstalloc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf libstalloc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libstalloc.so
 	install -m 0644 include/stalloc/*.h $(DESTDIR)$(INCDIR)/stalloc/

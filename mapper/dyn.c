@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "../lib/util.h"
+#include "../tracing/tp.h"
 #include "mapper.h"
 
 static unsigned int size_class(uint64_t size)
@@ -159,6 +160,7 @@ static int grow(struct dyn_region *d, uint64_t size, struct mblock **out)
 		take_free(d, last);
 		last->size = size;
 		d->top += need;
+		sa_trace(grow, vmm_device(d->vmm), d->top);
 		*out = last;
 		return 0;
 	}
@@ -168,6 +170,7 @@ static int grow(struct dyn_region *d, uint64_t size, struct mblock **out)
 	b->addr = d->top;
 	b->size = size;
 	d->top += size;
+	sa_trace(grow, vmm_device(d->vmm), d->top);
 	cds_list_add_tail(&b->addr_node, &d->blocks);
 	*out = b;
 	return 0;
@@ -269,6 +272,8 @@ uint64_t dyn_release(struct dyn_region *d)
 			x = run;
 		}
 	}
+	if (released)
+		sa_trace(shrink, vmm_device(d->vmm), released);
 	return released;
 }
 

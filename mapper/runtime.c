@@ -26,6 +26,7 @@
 
 #include "../lib/util.h"
 #include "../tracing/recorder.h"
+#include "../tracing/tp.h"
 #include "mapper.h"
 #include "match.h"
 
@@ -175,6 +176,7 @@ static int dev_create(int device, struct mdev **out)
 	d->device = device;
 	d->fraction = fractions[device];
 	pthread_mutex_init(&d->lock, NULL);
+	sa_tp_init();
 	err = parse_mode(&d->mode);
 	if (err)
 		goto err_free;
@@ -382,6 +384,8 @@ static struct mblock *plan_alloc(struct mdev *d, uint64_t size)
 
 	if (!match_alloc(&d->match, size, &addr, &ent, &miss)) {
 		d->st.plan_misses += miss;
+		if (miss)
+			sa_trace(plan_miss, d->device, size);
 		return NULL;
 	}
 	if (ent == MATCH_REUSED) {
@@ -397,6 +401,7 @@ static struct mblock *plan_alloc(struct mdev *d, uint64_t size)
 		return b;
 	}
 	d->st.plan_hits++;
+	sa_trace(plan_hit, d->device, addr, size, addr - d->match.base);
 	/* an entry is live at most once: its descriptor is preallocated */
 	b = &d->pblocks[ent];
 	memset(b, 0, sizeof(*b));
@@ -437,6 +442,7 @@ void *stalloc_malloc(size_t size, int device, void *stream)
 	if (unlikely(err)) {
 		d->st.oom++;
 		pthread_mutex_unlock(&d->lock);
+		sa_trace(oom, device, size);
 		report_oom(d, size);
 		return NULL;
 	}
@@ -449,6 +455,10 @@ out_served:
 	pthread_mutex_unlock(&d->lock);
 	if (d->rec)
 		trec_alloc(d->rec, b->id, size, (uint64_t)(uintptr_t)stream);
+	sa_trace(alloc, device, b->addr, size, (uint64_t)(uintptr_t)stream,
+		 b->planned ? SA_TP_PLANNED :
+		 b->reused  ? SA_TP_REUSED :
+			      SA_TP_DYNAMIC);
 	return (void *)(uintptr_t)b->addr;
 }
 
@@ -513,6 +523,7 @@ void stalloc_free(void *ptr, size_t size, int device, void *stream)
 	urcu_bp_read_unlock();
 	if (d->rec)
 		trec_free(d->rec, id, (uint64_t)(uintptr_t)stream);
+	sa_trace(free, device, addr, size, (uint64_t)(uintptr_t)stream);
 }
 
 void stalloc_record_stream(void *ptr, void *stream)
@@ -555,6 +566,7 @@ void stalloc_mark(const char *label)
 	bool iteration = label && !strcmp(label, "iteration");
 	int i;
 
+	sa_trace(mark, label ? label : "mark");
 	for (i = 0; i < MAX_DEVICES; i++) {
 		struct mdev *d = rcu_dereference(devs[i]);
 		bool ok = true;

@@ -70,6 +70,15 @@ run recorder -- "$O/tests/test-recorder"
 run mapper/host -- "$O/tests/test-mapper" host
 run stalloc-plan O="$O" SHARED="$SHARED" -- sh tests/test-cli.sh
 run stalloc-timeline O="$O" SHARED="$SHARED" -- sh tests/test-timeline.sh
+run lttng O="$O" -- sh tests/test-lttng.sh
+case "$O" in
+*san*)	# python cannot load an ASan library without preloading the runtime
+	echo "SKIP python helper: not run against a sanitizer build"
+	skip=$((skip + 1)) ;;
+*)	run python PYTHONDONTWRITEBYTECODE=1 \
+		STALLOC_LIBRARY="$(cd "$O" && pwd)/libstalloc.so" -- \
+		python3 tests/python/run_tap.py ;;
+esac
 run vmm/host -- "$O/tests/test-vmm" host
 if [ "$HAVE_CUDA_H" = y ]; then
 	run fakecuda/selftest -- "$O/tests/fakecuda-selftest" "$FAKE"

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 
 #include "../lib/util.h"
+#include "../tracing/tp.h"
 #include "vmm-internal.h"
 
 /* -EBUSY unless every slot of [first, first + n) is free. */
@@ -260,6 +261,7 @@ int vmm_map(struct vmm_space *s, uint64_t va, uint64_t bytes)
 	}
 	s->st.chunks_pooled -= n;
 	vmm_publish(s, first, n, chunks);
+	sa_trace(map, s->be.device, va, bytes);
 out_unlock:
 	pthread_mutex_unlock(&s->lock);
 	free(chunks);
@@ -312,6 +314,8 @@ int vmm_unmap(struct vmm_space *s, uint64_t va, uint64_t bytes,
 	if (!err)
 		err = vmm_unmap_run(s, first, n);
 	pthread_mutex_unlock(&s->lock);
+	if (!err)
+		sa_trace(unmap, s->be.device, va, bytes);
 	return err;
 }
 
