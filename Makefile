@@ -102,7 +102,8 @@ TEST_BINS := $(TEST_NAMES:%=$(O)/tests/%)
 ifeq ($(HAVE_CUDA_H),y)
 TEST_BINS += $(O)/tests/fakecuda-selftest
 endif
-BENCH_BINS := $(O)/bench/bench-vmm $(O)/bench/bench-pack $(O)/bench/bench-mapper
+BENCH_BINS := $(O)/bench/bench-vmm $(O)/bench/bench-pack $(O)/bench/bench-mapper \
+	$(O)/bench/bench-tp
 DEMO_BIN := $(O)/stalloc-vmm-demo
 
 # Command-line tools: public headers only, linked to the shared library.
@@ -218,6 +219,7 @@ ifeq ($(HAVE_CUDA_H),y)
 	$(Q)STALLOC_LIBCUDA=$(abspath $(FAKE_SO)) $(O)/bench/bench-vmm cuda
 endif
 	$(Q)$(O)/bench/bench-mapper
+	$(Q)$(O)/bench/bench-tp $(abspath $(LTTNG_SO))
 	$(Q)python3 bench/plan-bench.py $(O) $(SHARED)
 
 demo: all $(DEMO_BIN)
