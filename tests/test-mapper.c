@@ -639,6 +639,50 @@ static void test_streams(void **state)
 	assert_int_equal(fk->violations(), 0);
 }
 
+/* Driver failures under the allocator: NULL, no leak, then recovery. */
+static void test_driver_faults(void **state)
+{
+	enum stalloc_log_level old = stalloc_set_log_level(STALLOC_LOG_NONE);
+	const struct fx_fake *fk = fx_fake();
+	struct stalloc_stats st;
+	void *p, *q;
+	int n;
+
+	(void)state;
+	if (!fk) {
+		skip();
+		return;
+	}
+	p = stalloc_malloc(4 * MB, 0, NULL);
+	assert_non_null(p);
+	for (n = 1; n <= 3; n++) {
+		/* the nth map of the next request fails: retry or NULL */
+		fk->fail_nth("cuMemMap", (unsigned long)n, 2);
+		q = stalloc_malloc(16 * MB, 0, NULL);
+		if (q) {
+			fill(q, 16 * MB, 3);
+			stalloc_free(q, 0, 0, NULL);
+		}
+		fk->fail_clear();
+	}
+	fk->fail_always("cuMemCreate", 2);
+	assert_null(stalloc_malloc(64 * MB, 0, NULL));
+	fk->fail_clear();
+	q = stalloc_malloc(64 * MB, 0, NULL);
+	assert_non_null(q);
+	stalloc_free(q, 0, 0, NULL);
+	stalloc_free(p, 0, 0, NULL);
+	stalloc_stats(0, &st);
+	assert_int_equal(st.allocated, 0);
+	assert_true(st.oom >= 1);
+	stalloc_shutdown();
+	assert_int_equal(fk->live_mappings(), 0);
+	assert_int_equal(fk->live_handles(), 0);
+	assert_int_equal(fk->live_reservations(), 0);
+	assert_int_equal(fk->violations(), 0);
+	stalloc_set_log_level(old);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -657,6 +701,7 @@ int main(int argc, char **argv)
 		T(test_auto_mode),
 		T(test_plan_reuse),
 		T(test_streams),
+		T(test_driver_faults),
 #undef T
 	};
 	const char *backend = argc > 1 ? argv[1] : "host";
