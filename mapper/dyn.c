@@ -12,9 +12,9 @@
  * whole chunks that lie inside free blocks, which is how it shrinks.
  *
  * Streams: a free block remembers the stream it was last used on.  Handing
- * it out for another stream first waits for that stream (the whole device
- * when the block saw several); same-stream reuse waits for nothing, since a
- * stream runs its work in order.
+ * it out for another stream first makes that stream wait, on the device,
+ * for the old one (an event; the whole device when the block saw several);
+ * same-stream reuse waits for nothing, since a stream runs in order.
  *
  * Locking: the caller holds the device lock for every call.  Block
  * descriptors that merge away are freed after an RCU grace period
@@ -110,13 +110,19 @@ static int ensure_mapped(struct dyn_region *d, uint64_t addr, uint64_t size)
 	return 0;
 }
 
-/* Wait until the work that last used @b is done, if @stream is another. */
+/*
+ * Order @stream's use of @b after the work that last used it on another
+ * stream: on the device, with an event recorded on that stream now (which
+ * covers everything queued before the free) and waited on by @stream; the
+ * host does not stall.  A block that saw several streams waits for the
+ * whole device.  Same-stream reuse needs nothing: a stream runs in order.
+ */
 static int wait_streams(struct dyn_region *d, struct mblock *b, void *stream)
 {
 	if (b->streams & MB_STREAM_MANY)
 		return vmm_sync(d->vmm, NULL);
 	if ((b->streams & MB_STREAM_ONE) && b->stream != stream)
-		return vmm_sync(d->vmm, b->stream);
+		return vmm_stream_after(d->vmm, stream, b->stream);
 	return 0;
 }
 

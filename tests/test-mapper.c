@@ -592,7 +592,7 @@ static void test_streams(void **state)
 	const struct fx_fake *fk = fx_fake();
 	stream_create_fn create;
 	void *a, *b, *p, *q;
-	unsigned long n;
+	unsigned long n, m, r;
 	void *h;
 
 	(void)state;
@@ -622,14 +622,18 @@ static void test_streams(void **state)
 	stalloc_free(p, 0, 0, NULL);
 	p = stalloc_malloc(4 * MB, 0, a);
 	stalloc_free(p, 0, 0, a);
-	n = fk->calls("cuStreamSynchronize");
+	n = fk->calls("cuStreamWaitEvent");
 	q = stalloc_malloc(4 * MB, 0, a); /* same stream: no wait */
 	assert_ptr_equal(p, q);
-	assert_int_equal(fk->calls("cuStreamSynchronize"), n);
+	assert_int_equal(fk->calls("cuStreamWaitEvent"), n);
 	stalloc_free(q, 0, 0, a);
-	q = stalloc_malloc(4 * MB, 0, b); /* another stream: wait for a */
+	m = fk->calls("cuStreamSynchronize");
+	r = fk->calls("cuEventRecord");
+	q = stalloc_malloc(4 * MB, 0, b); /* another stream: b waits for a */
 	assert_ptr_equal(p, q);
-	assert_int_equal(fk->calls("cuStreamSynchronize"), n + 1);
+	assert_int_equal(fk->calls("cuEventRecord"), r + 1);
+	assert_int_equal(fk->calls("cuStreamWaitEvent"), n + 1);
+	assert_int_equal(fk->calls("cuStreamSynchronize"), m); /* no stall */
 	stalloc_record_stream(q, a); /* used on a too */
 	stalloc_free(q, 0, 0, b);
 	n = fk->calls("cuCtxSynchronize");

@@ -57,6 +57,10 @@ static struct cuda_driver {
 	PFN_cuCtxPopCurrent_v4000 ctx_pop;
 	PFN_cuCtxSynchronize_v2000 ctx_sync;
 	PFN_cuStreamSynchronize_v2000 stream_sync;
+	PFN_cuEventCreate_v2000 event_create;
+	PFN_cuEventRecord_v2000 event_record;
+	PFN_cuEventDestroy_v4000 event_destroy;
+	PFN_cuStreamWaitEvent_v3020 stream_wait;
 	PFN_cuMemAddressReserve_v10020 addr_reserve;
 	PFN_cuMemAddressFree_v10020 addr_free;
 	PFN_cuMemCreate_v10020 mem_create;
@@ -72,6 +76,7 @@ static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 struct cuda_dev {
 	CUdevice dev;
 	CUcontext ctx;
+	CUevent order; /* for stream_after, made on first use */
 	bool retained; /* ctx is the primary context we retained */
 };
 
@@ -98,6 +103,10 @@ static const struct {
 	SYM(ctx_pop, "cuCtxPopCurrent"),
 	SYM(ctx_sync, "cuCtxSynchronize"),
 	SYM(stream_sync, "cuStreamSynchronize"),
+	SYM(event_create, "cuEventCreate"),
+	SYM(event_record, "cuEventRecord"),
+	SYM(event_destroy, "cuEventDestroy"),
+	SYM(stream_wait, "cuStreamWaitEvent"),
 	SYM(addr_reserve, "cuMemAddressReserve"),
 	SYM(addr_free, "cuMemAddressFree"),
 	SYM(mem_create, "cuMemCreate"),
@@ -390,6 +399,16 @@ static void cuda_close(struct vmm_backend *be)
 	CUresult rc;
 
 	/* Tried twice, like every release at tear-down (see vmm/space.c). */
+	if (d->order) {
+		bool pushed;
+
+		if (!cuda_enter(be, &pushed)) {
+			rc = drv.event_destroy(d->order);
+			cuda_leave(be, pushed);
+			if (rc != CUDA_SUCCESS)
+				cuda_fail(be, rc, "cuEventDestroy()");
+		}
+	}
 	if (d->retained) {
 		rc = drv.primary_release(d->dev);
 		if (rc != CUDA_SUCCESS)
@@ -500,6 +519,31 @@ static int cuda_synchronize(struct vmm_backend *be, void *stream)
 	return CUDA_CALL(be, drv.ctx_sync(), "%s", "cuCtxSynchronize()");
 }
 
+/*
+ * One event per device serves every ordering: cuStreamWaitEvent takes the
+ * event's state when it is called, so re-recording it later does not touch
+ * earlier waits.  Calls on a device are serialised by the core.
+ */
+static int cuda_stream_after(struct vmm_backend *be, void *waiter,
+			     void *signaler)
+{
+	struct cuda_dev *d = be->priv;
+	int err = 0;
+
+	if (!d->order)
+		err = CUDA_CALL(be,
+				drv.event_create(&d->order,
+						 CU_EVENT_DISABLE_TIMING),
+				"%s", "cuEventCreate()");
+	if (!err)
+		err = CUDA_CALL(be, drv.event_record(d->order, signaler),
+				"cuEventRecord(%p)", signaler);
+	if (!err)
+		err = CUDA_CALL(be, drv.stream_wait(waiter, d->order, 0),
+				"cuStreamWaitEvent(%p)", waiter);
+	return err;
+}
+
 const struct vmm_backend_ops vmm_cuda_ops = {
 	.name = "cuda",
 	.open = cuda_open,
@@ -512,4 +556,5 @@ const struct vmm_backend_ops vmm_cuda_ops = {
 	.unmap = cuda_unmap,
 	.set_access = cuda_set_access,
 	.synchronize = cuda_synchronize,
+	.stream_after = cuda_stream_after,
 };

@@ -267,6 +267,14 @@ static int host_synchronize(struct vmm_backend *be, void *stream)
 	return 0;
 }
 
+/* Host work runs in order and to completion: nothing to wait for. */
+static int host_stream_after(struct vmm_backend *be, void *waiter,
+			     void *signaler)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return 0;
+}
+
 const struct vmm_backend_ops vmm_host_ops = {
 	.name = "host",
 	.open = host_open,
@@ -279,4 +287,5 @@ const struct vmm_backend_ops vmm_host_ops = {
 	.unmap = host_unmap,
 	.set_access = host_set_access,
 	.synchronize = host_synchronize,
+	.stream_after = host_stream_after,
 };

@@ -49,6 +49,7 @@ enum vmm_call {
 	VMM_CALL_UNMAP,
 	VMM_CALL_SET_ACCESS,
 	VMM_CALL_SYNC,
+	VMM_CALL_ORDER,
 	VMM_CALL_NR
 };
 
@@ -84,6 +85,9 @@ struct vmm_backend_info {
  *	read and write [@va, @va + @size).  Needed after every @map.
  * @synchronize: wait until work queued on @stream (NULL: all work on the
  *	device) has finished, so that memory it used may be unmapped.
+ * @stream_after: make @waiter's later work wait, on the device, for the
+ *	work queued on @signaler so far (an event recorded on @signaler and
+ *	waited on by @waiter); the host does not wait.
  */
 struct vmm_backend_ops {
 	const char *name;
@@ -100,6 +104,8 @@ struct vmm_backend_ops {
 	int (*unmap)(struct vmm_backend *be, uint64_t va, size_t size);
 	int (*set_access)(struct vmm_backend *be, uint64_t va, size_t size);
 	int (*synchronize)(struct vmm_backend *be, void *stream);
+	int (*stream_after)(struct vmm_backend *be, void *waiter,
+			    void *signaler);
 };
 
 /**

@@ -38,6 +38,7 @@ static const char *const vmm_call_names[VMM_CALL_NR] = {
 	[VMM_CALL_UNMAP] = "unmap",
 	[VMM_CALL_SET_ACCESS] = "set_access",
 	[VMM_CALL_SYNC] = "sync",
+	[VMM_CALL_ORDER] = "order",
 };
 
 const char *vmm_call_name(enum vmm_call call)
@@ -318,6 +319,17 @@ int vmm_sync(struct vmm_space *s, void *stream)
 {
 	return vmm_counted(s, VMM_CALL_SYNC,
 			   s->be.ops->synchronize(&s->be, stream));
+}
+
+int vmm_stream_after(struct vmm_space *s, void *waiter, void *signaler)
+{
+	int err;
+
+	pthread_mutex_lock(&s->lock);
+	err = vmm_counted(s, VMM_CALL_ORDER,
+			  s->be.ops->stream_after(&s->be, waiter, signaler));
+	pthread_mutex_unlock(&s->lock);
+	return err;
 }
 
 bool vmm_lookup(struct vmm_space *s, uint64_t va, struct vmm_translation *t)

@@ -188,6 +188,13 @@ int vmm_trim(struct vmm_space *s, uint64_t keep_bytes);
 /* Wait for work on @stream (NULL: the whole device). */
 int vmm_sync(struct vmm_space *s, void *stream);
 
+/*
+ * Make @waiter wait, on the device and without stalling the host, for the
+ * work queued on @signaler so far.  For handing memory used on one stream
+ * to another.
+ */
+int vmm_stream_after(struct vmm_space *s, void *waiter, void *signaler);
+
 void vmm_get_stats(struct vmm_space *s, struct vmm_stats *st);
 const char *vmm_call_name(enum vmm_call call);
 
