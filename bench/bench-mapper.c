@@ -85,6 +85,13 @@ static double threads(void *(*fn)(void *), int n)
 	return sum / n;
 }
 
+static int by_value(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 /* One iteration: SIZES alloc + free pairs, with a marker first. */
 static void iteration(void)
 {
@@ -105,6 +112,7 @@ static int planned(void)
 	const char *plan = "/tmp/stalloc-bench.plan";
 	struct stalloc_plan *p;
 	struct stalloc_stats a, b;
+	static double per[20000];
 	double t0, ns, g;
 	int k, iters = 20000;
 
@@ -121,17 +129,21 @@ static int planned(void)
 	for (k = 0; k < 3; k++)
 		iteration();
 	stalloc_stats(0, &a);
-	t0 = now_ns();
-	for (k = 0; k < iters; k++)
+	for (k = 0; k < iters; k++) {
+		t0 = now_ns();
 		iteration();
-	ns = (now_ns() - t0) / ((double)iters * SIZES);
+		per[k] = (now_ns() - t0) / SIZES;
+	}
+	qsort(per, (size_t)iters, sizeof(*per), by_value);
+	ns = per[iters / 2]; /* the median iteration's mean pair */
 	stalloc_stats(0, &b);
 	t0 = now_ns();
 	for (k = 0; k < iters; k++)
 		run_glibc_once();
 	g = (now_ns() - t0) / ((double)iters * SIZES);
 	printf("runtime, planned path (host backend): alloc + free pair "
-	       "%.0f ns, glibc %.0f ns, stalloc/glibc = %.2f; hits %llu of "
+	       "%.0f ns (median over iterations), glibc %.0f ns, "
+	       "stalloc/glibc = %.2f; hits %llu of "
 	       "%llu, driver calls per steady iteration %.2f\n",
 	       ns, g, ns / g, (unsigned long long)(b.plan_hits - a.plan_hits),
 	       (unsigned long long)iters * SIZES,

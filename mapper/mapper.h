@@ -38,8 +38,6 @@
  * @stream: the stream it was last used on (when @streams is MB_STREAM_ONE)
  * @streams: MB_STREAM_* flags
  * @free: on a free list
- * @planned: a planned block (entry @ent of the plan), not a dynamic one
- * @reused: a dynamic request placed in the plan's free space
  * @ent: its plan entry
  * @addr_node: all blocks of the region, in address order
  * @free_node: link in its size class while @free
@@ -54,9 +52,6 @@ struct mblock {
 	void *stream;
 	unsigned int streams;
 	bool free;
-	bool planned;
-	bool reused;
-	uint32_t ent;
 	struct cds_list_head addr_node;
 	struct cds_list_head free_node;
 	struct cds_lfht_node hnode;

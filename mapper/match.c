@@ -91,7 +91,8 @@ int match_init(struct matcher *m, struct stalloc_plan *plan,
 				vmm_device(vmm),
 				(unsigned long long)plan->pool);
 	}
-	m->mapped = calloc(match_pool_bytes(m) / m->chunk + 1, 1);
+	m->pool_bytes = match_pool_bytes(m);
+	m->mapped = calloc(m->pool_bytes / m->chunk + 1, 1);
 	if (!m->mapped || !matcher_tables(m)) {
 		match_destroy(m);
 		return sa_error(-ENOMEM, "runtime: out of host memory");
@@ -139,6 +140,7 @@ static bool range_free(const struct matcher *m, uint64_t off, uint64_t size)
 static bool live_add(struct matcher *m, uint64_t off, uint64_t size,
 		     uint32_t ent)
 {
+	/* req and id are filled in by match_alloc once it succeeded */
 	size_t i = live_find(m, off);
 
 	if (m->nr_live == m->cap_live) {
@@ -152,7 +154,8 @@ static bool live_add(struct matcher *m, uint64_t off, uint64_t size,
 	}
 	memmove(m->live + i + 1, m->live + i,
 		(m->nr_live - i) * sizeof(*m->live));
-	m->live[i] = (struct match_live){ off, size, ent };
+	m->live[i] =
+		(struct match_live){ .off = off, .size = size, .ent = ent };
 	m->nr_live++;
 	return true;
 }
@@ -164,24 +167,19 @@ static void live_remove(struct matcher *m, size_t i)
 	m->nr_live--;
 }
 
-void match_free(struct matcher *m, uint32_t ent)
-{
-	size_t i = live_find(m, m->plan->ent[ent].offset);
-
-	for (; i < m->nr_live; i++)
-		if (m->live[i].ent == ent) {
-			live_remove(m, i);
-			return;
-		}
-}
-
-void match_release(struct matcher *m, uint64_t addr)
+bool match_find(const struct matcher *m, uint64_t addr, size_t *idx)
 {
 	size_t i = live_find(m, addr - m->base);
 
-	if (i < m->nr_live && m->live[i].off == addr - m->base &&
-	    m->live[i].ent == MATCH_REUSED)
-		live_remove(m, i);
+	if (i == m->nr_live || m->live[i].off != addr - m->base)
+		return false;
+	*idx = i;
+	return true;
+}
+
+void match_forget(struct matcher *m, size_t idx)
+{
+	live_remove(m, idx);
 }
 
 static int map_slot(struct matcher *m, uint64_t off, uint64_t size);
@@ -321,8 +319,31 @@ static bool prologue_alloc(struct matcher *m, uint64_t size, uint64_t *addr,
 	return true;
 }
 
-bool match_alloc(struct matcher *m, uint64_t size, uint64_t *addr,
+/* Record the request's size and ID on the block just added at @addr. */
+static void note(struct matcher *m, uint64_t addr, uint64_t req, uint64_t id)
+{
+	size_t i;
+
+	if (match_find(m, addr, &i)) {
+		m->live[i].req = req;
+		m->live[i].id = id;
+	}
+}
+
+static bool match_place(struct matcher *m, uint64_t size, uint64_t *addr,
+			uint32_t *ent, bool *miss);
+
+bool match_alloc(struct matcher *m, uint64_t size, uint64_t id, uint64_t *addr,
 		 uint32_t *ent, bool *miss)
+{
+	if (!match_place(m, size, addr, ent, miss))
+		return false;
+	note(m, *addr, size, id);
+	return true;
+}
+
+static bool match_place(struct matcher *m, uint64_t size, uint64_t *addr,
+			uint32_t *ent, bool *miss)
 {
 	uint64_t asize;
 	int64_t pos;

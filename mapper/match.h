@@ -18,9 +18,16 @@
 /* The entry number of a dynamic request placed in the plan's free space. */
 #define MATCH_REUSED UINT32_MAX
 
+/*
+ * A block the matcher handed out: a planned slot, or a dynamic request in
+ * the plan's free space.  The matcher's live set is also how such blocks
+ * are found again at free: no hash table, no descriptor to allocate.
+ */
 struct match_live {
 	uint64_t off;
-	uint64_t size;
+	uint64_t size; /* the slot's bytes */
+	uint64_t req; /* the request's bytes */
+	uint64_t id; /* its trace ID */
 	uint32_t ent;
 };
 
@@ -46,6 +53,7 @@ struct matcher {
 	struct stalloc_plan *plan;
 	struct vmm_space *vmm;
 	uint64_t base;
+	uint64_t pool_bytes;
 	int32_t *iter_ent;
 	int32_t *dyn_of;
 	uint32_t *pro_list;
@@ -75,12 +83,17 @@ uint64_t match_pool_bytes(const struct matcher *m);
  * the plan leaves to its dynamic position; false to serve it from the
  * dynamic region (*@miss: the plan expected something else here).
  */
-bool match_alloc(struct matcher *m, uint64_t size, uint64_t *addr,
+bool match_alloc(struct matcher *m, uint64_t size, uint64_t id, uint64_t *addr,
 		 uint32_t *ent, bool *miss);
-/* The planned block of entry @ent was freed. */
-void match_free(struct matcher *m, uint32_t ent);
-/* A dynamic request placed in the plan's free space (MATCH_REUSED) was freed. */
-void match_release(struct matcher *m, uint64_t addr);
+/* True if @addr is in the pool's address range. */
+static inline bool match_owns(const struct matcher *m, uint64_t addr)
+{
+	return addr - m->base < m->pool_bytes;
+}
+/* The live block starting at @addr: its index in m->live, or false. */
+bool match_find(const struct matcher *m, uint64_t addr, size_t *idx);
+/* Live block @idx was freed. */
+void match_forget(struct matcher *m, size_t idx);
 /*
  * An "iteration" marker.  Returns false when the iteration just ended was
  * the first planned one and its requests do not fit the plan (fingerprint

@@ -53,7 +53,6 @@ struct mdev {
 	pthread_t auto_thread;
 	struct stalloc_plan *auto_plan; /* published by the thread (lock) */
 	char auto_path[4096];
-	struct mblock *pblocks; /* one descriptor per plan entry */
 	uint64_t next_id;
 	struct stalloc_stats st;
 	double fraction;
@@ -144,13 +143,6 @@ static void dev_load_plan(struct mdev *d)
 		err = stalloc_plan_read(path, &plan);
 	if (!err)
 		err = match_init(&d->match, plan, d->vmm);
-	if (!err) {
-		d->pblocks = calloc(plan->nr_ent + 1, sizeof(*d->pblocks));
-		if (!d->pblocks) {
-			match_destroy(&d->match);
-			err = sa_error(-ENOMEM, "runtime: out of host memory");
-		}
-	}
 	if (err) {
 		sa_log(STALLOC_LOG_WARN,
 		       "runtime: device %d: plan mode without a plan (%s): "
@@ -293,16 +285,12 @@ static void dev_auto_mark(struct mdev *d)
 	p = d->auto_plan;
 	d->auto_plan = NULL;
 	if (p && !match_init(&d->match, p, d->vmm)) {
-		d->pblocks = calloc(p->nr_ent + 1, sizeof(*d->pblocks));
-		if (d->pblocks) {
-			/* the marker being handled starts a planned iteration */
-			d->match.marks = p->warmup;
-			d->match.pro_pos = p->nr_prologue;
-			d->match.pro_next = d->match.nr_pro;
-			d->planned = true;
-		} else {
-			match_destroy(&d->match);
-		}
+		/* the marker being handled starts a planned iteration */
+		d->match.marks = p->warmup;
+		d->match.pro_pos = p->nr_prologue;
+		d->match.pro_next = d->match.nr_pro;
+		/* stalloc_free reads it without the lock */
+		__atomic_store_n(&d->planned, true, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&d->lock);
 	if (d->planned)
@@ -369,47 +357,35 @@ static void dev_trim(struct mdev *d)
 	vmm_trim(d->vmm, 0);
 }
 
-static void free_reused(struct rcu_head *h)
+/*
+ * Serve @size from the plan (a planned slot, or the plan's free space for
+ * a dynamic position): true and *@addr set.  Device lock held.
+ */
+static bool plan_alloc(struct mdev *d, uint64_t size, uint64_t id,
+		       uint64_t *addr, int *cls)
 {
-	free(mb_of_rcu(h));
-}
-
-/* A planned block for this request, or NULL to serve it dynamically. */
-static struct mblock *plan_alloc(struct mdev *d, uint64_t size)
-{
-	struct mblock *b;
-	uint64_t addr;
 	uint32_t ent;
 	bool miss;
 
-	if (!match_alloc(&d->match, size, &addr, &ent, &miss)) {
+	if (!match_alloc(&d->match, size, id, addr, &ent, &miss)) {
 		d->st.plan_misses += miss;
 		if (miss)
 			sa_trace(plan_miss, d->device, size);
-		return NULL;
+		return false;
 	}
+	d->st.allocs++;
+	d->st.allocated += size;
+	if (d->st.allocated > d->st.allocated_peak)
+		d->st.allocated_peak = d->st.allocated;
 	if (ent == MATCH_REUSED) {
-		/* a dynamic request in the plan's free space */
-		b = calloc(1, sizeof(*b));
-		if (!b) {
-			match_release(&d->match, addr);
-			return NULL;
-		}
-		b->addr = addr;
-		b->reused = true;
 		d->st.dynamic_bytes += size;
-		return b;
+		*cls = SA_TP_REUSED;
+		return true;
 	}
 	d->st.plan_hits++;
-	sa_trace(plan_hit, d->device, addr, size, addr - d->match.base);
-	/* an entry is live at most once: its descriptor is preallocated */
-	b = &d->pblocks[ent];
-	memset(b, 0, sizeof(*b));
-	b->addr = addr;
-	b->size = d->match.plan->ent[ent].size;
-	b->planned = true;
-	b->ent = ent;
-	return b;
+	sa_trace(plan_hit, d->device, *addr, size, *addr - d->match.base);
+	*cls = SA_TP_PLANNED;
+	return true;
 }
 
 void *stalloc_malloc(size_t size, int device, void *stream)
@@ -429,9 +405,18 @@ void *stalloc_malloc(size_t size, int device, void *stream)
 		return NULL;
 	pthread_mutex_lock(&d->lock);
 	if (d->planned) {
-		b = plan_alloc(d, size);
-		if (b)
-			goto out_served;
+		uint64_t addr, id = ++d->next_id;
+		int cls;
+
+		if (plan_alloc(d, size, id, &addr, &cls)) {
+			pthread_mutex_unlock(&d->lock);
+			if (d->rec)
+				trec_alloc(d->rec, id, size,
+					   (uint64_t)(uintptr_t)stream);
+			sa_trace(alloc, device, addr, size,
+				 (uint64_t)(uintptr_t)stream, cls);
+			return (void *)(uintptr_t)addr;
+		}
 	}
 	for (tries = 0;; tries++) {
 		err = dyn_alloc(&d->dyn, size, stream, &b);
@@ -447,7 +432,6 @@ void *stalloc_malloc(size_t size, int device, void *stream)
 		return NULL;
 	}
 	d->st.dynamic_bytes += size;
-out_served:
 	b->req = size;
 	b->id = ++d->next_id;
 	cds_lfht_add(d->blocks, hash_ptr(b->addr), &b->hnode);
@@ -456,9 +440,7 @@ out_served:
 	if (d->rec)
 		trec_alloc(d->rec, b->id, size, (uint64_t)(uintptr_t)stream);
 	sa_trace(alloc, device, b->addr, size, (uint64_t)(uintptr_t)stream,
-		 b->planned ? SA_TP_PLANNED :
-		 b->reused  ? SA_TP_REUSED :
-			      SA_TP_DYNAMIC);
+		 SA_TP_DYNAMIC);
 	return (void *)(uintptr_t)b->addr;
 }
 
@@ -469,6 +451,36 @@ static void bad_free(struct mdev *d, const void *ptr, const char *why)
 	       "runtime: device %d: free of %p: %s; left "
 	       "alone",
 	       d->device, ptr, why);
+}
+
+/* Free a block the matcher handed out (it lies in the pool). */
+static void plan_free(struct mdev *d, void *ptr, size_t size, void *stream)
+{
+	uint64_t addr = (uint64_t)(uintptr_t)ptr;
+	struct match_live l;
+	size_t i;
+
+	pthread_mutex_lock(&d->lock);
+	if (unlikely(!match_find(&d->match, addr, &i))) {
+		pthread_mutex_unlock(&d->lock);
+		bad_free(d, ptr, "not allocated by stalloc, or already freed");
+		return;
+	}
+	l = d->match.live[i];
+	if (unlikely(size && size != l.req)) {
+		pthread_mutex_unlock(&d->lock);
+		bad_free(d, ptr, "size differs from the allocation's");
+		return;
+	}
+	match_forget(&d->match, i);
+	d->st.frees++;
+	d->st.allocated -= l.req;
+	if (l.ent == MATCH_REUSED)
+		d->st.dynamic_bytes -= l.req;
+	pthread_mutex_unlock(&d->lock);
+	if (d->rec)
+		trec_free(d->rec, l.id, (uint64_t)(uintptr_t)stream);
+	sa_trace(free, d->device, addr, l.req, (uint64_t)(uintptr_t)stream);
 }
 
 void stalloc_free(void *ptr, size_t size, int device, void *stream)
@@ -484,6 +496,11 @@ void stalloc_free(void *ptr, size_t size, int device, void *stream)
 	d = dev_get(device);
 	if (unlikely(!d))
 		return;
+	if (__atomic_load_n(&d->planned, __ATOMIC_ACQUIRE) &&
+	    match_owns(&d->match, addr)) {
+		plan_free(d, ptr, size, stream);
+		return;
+	}
 	urcu_bp_read_lock();
 	cds_lfht_lookup(d->blocks, hash_ptr(addr), match_addr, &addr, &iter);
 	node = cds_lfht_iter_get_node(&iter);
@@ -508,13 +525,7 @@ void stalloc_free(void *ptr, size_t size, int device, void *stream)
 	id = b->id;
 	d->st.frees++;
 	d->st.allocated -= b->req;
-	if (b->planned) {
-		match_free(&d->match, b->ent);
-	} else if (b->reused) {
-		d->st.dynamic_bytes -= b->req;
-		match_release(&d->match, b->addr);
-		urcu_bp_call_rcu(&b->rcu, free_reused);
-	} else {
+	{
 		d->st.dynamic_bytes -= b->req;
 		b->stream = stream;
 		dyn_free(&d->dyn, b);
@@ -698,7 +709,6 @@ void stalloc_shutdown(void)
 		dyn_destroy(&d->dyn);
 		if (d->planned)
 			match_destroy(&d->match);
-		free(d->pblocks);
 		vmm_space_destroy(d->vmm);
 		pthread_mutex_destroy(&d->lock);
 		free(d);

@@ -6,10 +6,11 @@
  * with no backtracking (MiniMalloc's canonical placements): it always
  * fills the lowest offset any unplaced item can take, choosing among the
  * items that can go there the one first in a static order (area, then
- * size, or size, then lifetime).  An item's lowest offset is the highest
- * top already placed in its sections (the "skyline"), kept in a segment
- * tree; the items wait in a heap keyed by (lowest offset, rank) whose keys
- * are refreshed lazily: a popped item whose offset went up is pushed back.
+ * size, or size, then lifetime; the first only for very large groups).
+ * An item's lowest offset is the highest top already placed in its
+ * sections (the "skyline"), kept in a segment tree; the items wait in a
+ * heap keyed by (lowest offset, rank) whose keys are refreshed lazily: a
+ * popped item whose offset went up is pushed back.
  *
  * Placing an item at the skyline maximum x of its sections sets them all
  * to x + size, which is above every value there, so a section's height
@@ -218,6 +219,13 @@ static int pack_sky_key_cmp(const void *pa, const void *pb)
 
 enum { PACK_SKY_AREA, PACK_SKY_SIZE, PACK_SKY_NR_ORDERS };
 
+/*
+ * Above this many items a group gets the area order only: a pass costs
+ * hundreds of ms there (S_1: 28 k items, 440 ms) and the size order never
+ * won on such groups, so the time goes to pack-improve.c instead.
+ */
+#define PACK_SKY_ONE_ORDER_ITEMS 16384
+
 static const char *const pack_sky_names[PACK_SKY_NR_ORDERS] = {
 	"skyline-area", "skyline-size"
 };
@@ -257,6 +265,8 @@ static int pack_sky_run(struct pack_sky *t)
 	for (o = 0; o < PACK_SKY_NR_ORDERS; o++) {
 		if (g->method &&
 		    (g->peak <= g->load || pack_out_of_time(t->ctx)))
+			break;
+		if (o && g->nr > PACK_SKY_ONE_ORDER_ITEMS)
 			break;
 		err = pack_sky_rank(t, o);
 		if (err)
