@@ -56,6 +56,7 @@ struct mdev {
 	uint64_t next_id;
 	struct stalloc_stats st;
 	double fraction;
+	uint64_t cache_limit; /* STALLOC_CACHE_LIMIT: most cached bytes */
 };
 
 static struct mdev *devs[MAX_DEVICES];
@@ -108,6 +109,9 @@ static int dev_open_vmm(struct mdev *d)
 	struct vmm_config cfg = { .device = d->device };
 	int err;
 
+	err = sa_env_size("STALLOC_CACHE_LIMIT", 0, &d->cache_limit);
+	if (err)
+		return err;
 	err = vmm_space_create(&cfg, &d->vmm);
 	if (err)
 		return err;
@@ -358,6 +362,21 @@ static void dev_trim(struct mdev *d)
 }
 
 /*
+ * The high-water policy: when the physical memory held beyond what is
+ * allocated passes STALLOC_CACHE_LIMIT, give the cache back.  Device lock
+ * held, and no RCU read-side section (trimming waits for a grace period).
+ */
+static void high_water(struct mdev *d)
+{
+	struct vmm_stats vs;
+
+	vmm_get_stats(d->vmm, &vs);
+	if (vs.phys_bytes > d->st.allocated &&
+	    vs.phys_bytes - d->st.allocated > d->cache_limit)
+		dev_trim(d);
+}
+
+/*
  * Serve @size from the plan (a planned slot, or the plan's free space for
  * a dynamic position): true and *@addr set.  Device lock held.
  */
@@ -525,13 +544,20 @@ void stalloc_free(void *ptr, size_t size, int device, void *stream)
 	id = b->id;
 	d->st.frees++;
 	d->st.allocated -= b->req;
-	{
-		d->st.dynamic_bytes -= b->req;
-		b->stream = stream;
-		dyn_free(&d->dyn, b);
-	}
+	d->st.dynamic_bytes -= b->req;
+	b->stream = stream;
+	dyn_free(&d->dyn, b);
 	pthread_mutex_unlock(&d->lock);
 	urcu_bp_read_unlock();
+	/*
+	 * Trimming waits for an RCU grace period (vmm_trim): never inside
+	 * the read-side section above.
+	 */
+	if (unlikely(d->cache_limit)) {
+		pthread_mutex_lock(&d->lock);
+		high_water(d);
+		pthread_mutex_unlock(&d->lock);
+	}
 	if (d->rec)
 		trec_free(d->rec, id, (uint64_t)(uintptr_t)stream);
 	sa_trace(free, device, addr, size, (uint64_t)(uintptr_t)stream);

@@ -201,6 +201,25 @@ static void test_empty_cache(void **state)
 	stalloc_free(p[0], 8 * MB, 0, NULL);
 }
 
+/* STALLOC_CACHE_LIMIT: the cache is given back past the high-water mark. */
+static void test_high_water(void **state)
+{
+	struct stalloc_stats st;
+	void *p[8];
+	int i;
+
+	(void)state;
+	setenv("STALLOC_CACHE_LIMIT", "16M", 1);
+	for (i = 0; i < 8; i++)
+		p[i] = stalloc_malloc(8 * MB, 0, NULL);
+	for (i = 0; i < 8; i++)
+		stalloc_free(p[i], 8 * MB, 0, NULL);
+	stalloc_stats(0, &st);
+	/* 64 MiB freed; no more than the limit (plus a chunk) stays */
+	assert_true(st.reserved <= 16 * MB + 2 * MB);
+	unsetenv("STALLOC_CACHE_LIMIT");
+}
+
 static void test_oom(void **state)
 {
 	enum stalloc_log_level old = stalloc_set_log_level(STALLOC_LOG_NONE);
@@ -695,6 +714,7 @@ int main(int argc, char **argv)
 		T(test_reuse),
 		T(test_bad_input),
 		T(test_empty_cache),
+		T(test_high_water),
 		T(test_oom),
 		T(test_threads),
 		T(test_trace_then_plan),

@@ -16,7 +16,8 @@
  *
  * Locking: s->lock (a mutex) serialises writers; readers take none.  Chunk
  * descriptors leave the table before a grace period and are freed after it
- * (vmm_chunks_free).  The backend's ->synchronize runs without the lock.
+ * (vmm_chunks_free, with call_rcu: no caller ever waits for readers).  The
+ * backend's ->synchronize runs without the lock.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -232,6 +233,7 @@ void vmm_space_destroy(struct vmm_space *s)
 	for (t = 0; t < VMM_TEARDOWN_TRIES; t++)
 		if (!vmm_trim(s, 0))
 			break;
+	urcu_bp_barrier(); /* the descriptors' deferred frees are done */
 	if (s->st.chunks_live || s->st.bytes_mapped) {
 		sa_log(STALLOC_LOG_ERROR,
 		       "vmm: device %d: %llu chunks could not be released; "
@@ -277,16 +279,26 @@ int vmm_check_range(const struct vmm_space *s, const char *op, uint64_t va,
 	return 0;
 }
 
+static void chunk_free_rcu(struct rcu_head *h)
+{
+	/* cppcheck-suppress nullPointer ; container_of idiom */
+	free(caa_container_of(h, struct vmm_chunk, rcu));
+}
+
+/*
+ * Readers may still hold descriptors they found in the table: free them
+ * after a grace period.  call_rcu, not synchronize_rcu: callers may hold
+ * locks that a reader waits for (the runtime's device lock), and waiting
+ * for readers there would deadlock.
+ */
 void vmm_chunks_free(struct cds_list_head *list)
 {
 	struct vmm_chunk *c, *tmp;
 
-	if (cds_list_empty(list))
-		return;
-	/* Readers may still hold descriptors they found in the table. */
-	urcu_bp_synchronize_rcu();
-	cds_list_for_each_entry_safe(c, tmp, list, pool_node)
-		free(c);
+	cds_list_for_each_entry_safe(c, tmp, list, pool_node) {
+		cds_list_del(&c->pool_node);
+		urcu_bp_call_rcu(&c->rcu, chunk_free_rcu);
+	}
 }
 
 int vmm_trim(struct vmm_space *s, uint64_t keep_bytes)

@@ -18,6 +18,7 @@
  * @handle: the backend's handle
  * @map_count: slots this chunk is mapped at (space lock)
  * @pool_node: link in the space's pool while @map_count is 0 (space lock)
+ * @rcu: deferred free once the chunk is destroyed
  *
  * @id and @handle never change, so an RCU reader may read them from any
  * chunk it found in the table.  The descriptor is freed only after a grace
@@ -28,6 +29,7 @@ struct vmm_chunk {
 	uint64_t handle;
 	unsigned int map_count;
 	struct cds_list_head pool_node;
+	struct rcu_head rcu;
 };
 
 /**
