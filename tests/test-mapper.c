@@ -280,14 +280,29 @@ static void *churn(void *arg)
 	return (void *)(uintptr_t)failed;
 }
 
+static volatile int trimming;
+
+/* Trims (which wait for RCU grace periods) while the others churn. */
+static void *trimmer(void *arg)
+{
+	(void)arg;
+	while (trimming) {
+		stalloc_empty_cache();
+		usleep(1000);
+	}
+	return NULL;
+}
+
 static void test_threads(void **state)
 {
-	pthread_t t[THREADS];
+	pthread_t t[THREADS], trim;
 	struct stalloc_stats st;
 	void *ret;
 	int i;
 
 	(void)state;
+	trimming = 1;
+	assert_int_equal(pthread_create(&trim, NULL, trimmer, NULL), 0);
 	for (i = 0; i < THREADS; i++)
 		assert_int_equal(pthread_create(&t[i], NULL, churn,
 						(void *)(uintptr_t)i),
@@ -296,6 +311,8 @@ static void test_threads(void **state)
 		pthread_join(t[i], &ret);
 		assert_null(ret);
 	}
+	trimming = 0;
+	pthread_join(trim, NULL);
 	stalloc_stats(0, &st);
 	assert_int_equal(st.allocated, 0);
 	assert_int_equal(st.bad_frees, 0);
