@@ -332,6 +332,7 @@ static void note(struct matcher *m, uint64_t addr, uint64_t req, uint64_t id)
 
 static bool match_place(struct matcher *m, uint64_t size, uint64_t *addr,
 			uint32_t *ent, bool *miss);
+static void implicit_iteration(struct matcher *m, uint64_t asize);
 
 bool match_alloc(struct matcher *m, uint64_t size, uint64_t id, uint64_t *addr,
 		 uint32_t *ent, bool *miss)
@@ -351,6 +352,10 @@ static bool match_place(struct matcher *m, uint64_t size, uint64_t *addr,
 
 	*miss = false;
 	if (m->disabled || !sa_round_up(size, m->plan->align, &asize))
+		return false;
+	if (!m->marked)
+		implicit_iteration(m, asize);
+	if (m->disabled)
 		return false;
 	if (m->marks <= m->plan->warmup)
 		return prologue_alloc(m, asize, addr, ent, miss);
@@ -425,7 +430,7 @@ static size_t exact_matches(const struct matcher *m, size_t *total)
 	return exact;
 }
 
-bool match_iteration(struct matcher *m)
+static bool next_iteration(struct matcher *m)
 {
 	size_t exact, total;
 
@@ -448,4 +453,42 @@ bool match_iteration(struct matcher *m)
 	}
 	m->disabled = true;
 	return false;
+}
+
+bool match_iteration(struct matcher *m)
+{
+	m->marked = true;
+	return next_iteration(m);
+}
+
+/*
+ * No "iteration" marker ever came: tell iteration starts from the requests.
+ * The prologue ends after its last planned allocation; an iteration ends
+ * when its last position was matched, or when a request near its end fits
+ * the start of the next one better than anything left.
+ */
+static void implicit_iteration(struct matcher *m, uint64_t asize)
+{
+	const struct stalloc_plan *p = m->plan;
+	uint32_t k;
+
+	if (m->marks <= p->warmup) {
+		if (m->pro_pos < p->nr_prologue)
+			return;
+		m->marks = p->warmup;
+	} else if (m->cursor < p->nr_positions) {
+		if (m->cursor + MATCH_AHEAD < p->nr_positions ||
+		    find_pos(m, asize) >= 0)
+			return;
+		for (k = 0; k < MATCH_AHEAD && k < p->nr_positions; k++)
+			if (fits(m, k, asize, false))
+				break;
+		if (k == MATCH_AHEAD || k == p->nr_positions)
+			return;
+	}
+	if (!next_iteration(m))
+		sa_log(STALLOC_LOG_WARN,
+		       "runtime: device %d: the plan does not fit this "
+		       "workload: continuing without it",
+		       vmm_device(m->vmm));
 }

@@ -48,6 +48,7 @@ struct match_live {
  * @seen_size: sizes seen at planned positions in the first planned
  *	iteration, for the fingerprint check
  * @disabled: the plan does not fit this workload: served dynamically
+ * @marked: markers were seen; without them iteration starts are inferred
  */
 struct matcher {
 	struct stalloc_plan *plan;
@@ -69,6 +70,7 @@ struct matcher {
 	uint64_t chunk;
 	uint64_t *seen_size;
 	bool disabled;
+	bool marked; /* "iteration" markers come: no implicit starts */
 };
 
 /* Take @plan (owned from now on); the pool starts at the space's base. */

@@ -441,6 +441,32 @@ static void test_plan_mode(void **state)
 	unlink(plan);
 }
 
+/* No markers at run time: iteration starts are told from the requests. */
+static void test_plan_no_markers(void **state)
+{
+	struct stalloc_stats a, b;
+	struct blk live[6];
+	char plan[256];
+	void *w;
+	int k;
+
+	(void)state;
+	make_plan(plan, sizeof(plan));
+	w = stalloc_malloc(32 * MB, 0, NULL);
+	for (k = 0; k < 3; k++)
+		workload_iter(live, 1, false, false);
+	stalloc_stats(0, &a);
+	for (k = 0; k < 3; k++)
+		workload_iter(live, 1, false, false);
+	stalloc_stats(0, &b);
+	/* the prologue is the weights and the first iteration; then all hit */
+	assert_int_equal(b.plan_hits - a.plan_hits, 3 * 6);
+	assert_int_equal(b.plan_misses, a.plan_misses);
+	assert_true(a.plan_hits >= 1 + 6);
+	stalloc_free(w, 0, 0, NULL);
+	unlink(plan);
+}
+
 static void test_plan_perturbed(void **state)
 {
 	struct stalloc_stats a, b;
@@ -727,21 +753,14 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
-		T(test_basic),
-		T(test_reuse),
-		T(test_bad_input),
-		T(test_empty_cache),
-		T(test_high_water),
-		T(test_oom),
-		T(test_threads),
-		T(test_trace_then_plan),
-		T(test_plan_mode),
-		T(test_plan_perturbed),
-		T(test_plan_other_workload),
-		T(test_plan_corrupt),
-		T(test_auto_mode),
-		T(test_plan_reuse),
-		T(test_streams),
+		T(test_basic),		T(test_reuse),
+		T(test_bad_input),	T(test_empty_cache),
+		T(test_high_water),	T(test_oom),
+		T(test_threads),	T(test_trace_then_plan),
+		T(test_plan_mode),	T(test_plan_no_markers),
+		T(test_plan_perturbed), T(test_plan_other_workload),
+		T(test_plan_corrupt),	T(test_auto_mode),
+		T(test_plan_reuse),	T(test_streams),
 		T(test_driver_faults),
 #undef T
 	};
