@@ -16,6 +16,8 @@
 #include <stalloc/planner.h>
 #include <stalloc/stalloc.h>
 
+#include "mapper/mapper.h"
+
 #define PAIRS 200000
 #define SIZES 16
 
@@ -90,6 +92,44 @@ static int by_value(const void *a, const void *b)
 	double x = *(const double *)a, y = *(const double *)b;
 
 	return x < y ? -1 : x > y;
+}
+
+#define LIVE 1024
+#define LOOKUPS 2000000
+
+static void *live_ptrs[LIVE];
+
+static void *run_lookups(void *arg)
+{
+	double *ns = arg, t0 = now_ns();
+	unsigned int x = 12345, found = 0;
+	int i;
+
+	for (i = 0; i < LOOKUPS; i++) {
+		x = x * 1103515245 + 12345;
+		found += mapper_is_live(
+			0, (uint64_t)(uintptr_t)live_ptrs[(x >> 8) % LIVE]);
+	}
+	*ns = (now_ns() - t0) / LOOKUPS;
+	return found == LOOKUPS ? NULL : arg;
+}
+
+/* The free path's lock-free lookup, on 1, 2 and 4 threads at once. */
+static void lookups(void)
+{
+	static const int nt[] = { 1, 2, 4 };
+	unsigned int i;
+	int k;
+
+	for (k = 0; k < LIVE; k++)
+		live_ptrs[k] = stalloc_malloc(4096, 0, NULL);
+	printf("runtime, free-path lookup (lock-free hash, %d live blocks):",
+	       LIVE);
+	for (i = 0; i < 3; i++)
+		printf(" %d thread%s %.1f ns%s", nt[i], nt[i] > 1 ? "s" : "",
+		       threads(run_lookups, nt[i]), i < 2 ? "," : "\n");
+	for (k = 0; k < LIVE; k++)
+		stalloc_free(live_ptrs[k], 4096, 0, NULL);
 }
 
 /* One iteration: SIZES alloc + free pairs, with a marker first. */
@@ -175,6 +215,7 @@ int main(void)
 		       "stalloc/glibc = %.2f\n",
 		       nt[i], nt[i] > 1 ? "s" : " ", s, g, s / g);
 	}
+	lookups();
 	stalloc_shutdown();
 	return planned();
 }

@@ -116,4 +116,10 @@ uint64_t dyn_release(struct dyn_region *d);
 /* Free every block (tear-down; nothing may be allocated). */
 void dyn_destroy(struct dyn_region *d);
 
+/*
+ * Is @addr the start of a live block of the dynamic region of @device?  The
+ * free path's lock-free lookup on its own (for benchmarks and tests).
+ */
+bool mapper_is_live(int device, uint64_t addr);
+
 #endif /* STALLOC_MAPPER_MAPPER_H */

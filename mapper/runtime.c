@@ -563,6 +563,24 @@ void stalloc_free(void *ptr, size_t size, int device, void *stream)
 	sa_trace(free, device, addr, size, (uint64_t)(uintptr_t)stream);
 }
 
+bool mapper_is_live(int device, uint64_t addr)
+{
+	struct cds_lfht_iter iter;
+	struct mdev *d;
+	bool live;
+
+	if (device < 0 || device >= MAX_DEVICES)
+		return false;
+	d = rcu_dereference(devs[device]);
+	if (!d)
+		return false;
+	urcu_bp_read_lock();
+	cds_lfht_lookup(d->blocks, hash_ptr(addr), match_addr, &addr, &iter);
+	live = cds_lfht_iter_get_node(&iter) != NULL;
+	urcu_bp_read_unlock();
+	return live;
+}
+
 void stalloc_record_stream(void *ptr, void *stream)
 {
 	uint64_t addr = (uint64_t)(uintptr_t)ptr;
