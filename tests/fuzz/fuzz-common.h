@@ -70,4 +70,31 @@ static inline void fuzz_file_set(struct fuzz_file *f, const char *name,
 	}
 }
 
+/*
+ * A scratch file in /dev/shm for plans written back by a target (named
+ * after @tag), made on first use and removed at exit.
+ */
+static char fuzz_dir[64], fuzz_out[96];
+
+static void fuzz_scratch_cleanup(void)
+{
+	unlink(fuzz_out);
+	rmdir(fuzz_dir);
+}
+
+static inline const char *fuzz_scratch(const char *tag)
+{
+	if (fuzz_out[0])
+		return fuzz_out;
+	snprintf(fuzz_dir, sizeof(fuzz_dir), "/dev/shm/stalloc-fuzz-%s.XXXXXX",
+		 tag);
+	if (!mkdtemp(fuzz_dir)) {
+		perror("fuzz: mkdtemp");
+		abort();
+	}
+	snprintf(fuzz_out, sizeof(fuzz_out), "%s/plan", fuzz_dir);
+	atexit(fuzz_scratch_cleanup);
+	return fuzz_out;
+}
+
 #endif /* STALLOC_TESTS_FUZZ_COMMON_H */

@@ -25,26 +25,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct fuzz_file in = { .fd = -1 };
-static char dir[] = "/dev/shm/stalloc-fuzz-plan.XXXXXX";
-static char out_path[sizeof(dir) + 16];
-
-static void cleanup(void)
-{
-	unlink(out_path);
-	rmdir(dir);
-}
-
-static void setup(void)
-{
-	if (out_path[0])
-		return;
-	if (!mkdtemp(dir)) {
-		perror("fuzz: mkdtemp");
-		abort();
-	}
-	snprintf(out_path, sizeof(out_path), "%s/plan", dir);
-	atexit(cleanup);
-}
+static const char *out_path; /* where plans are written back */
 
 static int at_plan_buffer(const struct stalloc_plan_buffer *b, void *arg)
 {
@@ -76,7 +57,7 @@ static void read_one(void)
 			fuzz_fail("stalloc_plan_read failed but set *out");
 		return;
 	}
-	setup();
+	out_path = fuzz_scratch("plan");
 	stalloc_plan_summary(p, &s1);
 	stalloc_plan_for_each_buffer(p, at_plan_buffer, &s1.peak);
 	err = stalloc_plan_write(p, out_path);

@@ -19,26 +19,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct fuzz_file in = { .fd = -1 };
-static char dir[] = "/dev/shm/stalloc-fuzz-planner.XXXXXX";
-static char out_path[sizeof(dir) + 16];
-
-static void cleanup(void)
-{
-	unlink(out_path);
-	rmdir(dir);
-}
-
-static void setup(void)
-{
-	if (out_path[0])
-		return;
-	if (!mkdtemp(dir)) {
-		perror("fuzz: mkdtemp");
-		abort();
-	}
-	snprintf(out_path, sizeof(out_path), "%s/plan", dir);
-	atexit(cleanup);
-}
+static const char *out_path; /* where plans are written back */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -55,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		stalloc_plan_free(p);
 		return 0;
 	}
-	setup();
+	out_path = fuzz_scratch("planner");
 	stalloc_plan_summary(p, &s1);
 	if (s1.peak < s1.lower_bound)
 		fuzz_fail("peak %llu below the lower bound %llu",
