@@ -12,20 +12,7 @@ O=${O:-build}
 SHARED=${SHARED:-../shared}
 PLAN="$O/stalloc-plan"
 W="$SHARED/workloads"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-n=0
-fails=0
-
-ok() {
-	n=$((n + 1))
-	if [ "$1" = 0 ]; then
-		echo "ok $n - $2"
-	else
-		echo "not ok $n - $2"
-		fails=$((fails + 1))
-	fi
-}
+. tests/tap.sh
 
 # expect CODE DESCRIPTION CMD... : the command exits with CODE
 expect() {

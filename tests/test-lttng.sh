@@ -12,8 +12,7 @@
 # and the provider library; without them it says so and skips.  TAP.
 set -u
 O=${O:-build}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. tests/tap.sh
 T=tools/stalloc-lttng
 
 if [ "$(id -u)" != 0 ] || ! command -v lttng >/dev/null ||
@@ -24,13 +23,6 @@ then
 	exit 0
 fi
 echo "1..8"
-n=0
-fails=0
-ok() {
-	n=$((n + 1))
-	if [ "$1" = 0 ]; then echo "ok $n - $2"; else
-		echo "not ok $n - $2"; fails=$((fails + 1)); fi
-}
 
 STALLOC_BACKEND=host STALLOC_HOST_MEM=1G STALLOC_VA_SIZE=4G \
 	STALLOC_MODE=trace STALLOC_TRACE="$tmp/native-%d.trace" \

@@ -10,20 +10,7 @@
 set -u
 O=${O:-build}
 SHARED=${SHARED:-../shared}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-n=0
-fails=0
-
-ok() {
-	n=$((n + 1))
-	if [ "$1" = 0 ]; then
-		echo "ok $n - $2"
-	else
-		echo "not ok $n - $2"
-		fails=$((fails + 1))
-	fi
-}
+. tests/tap.sh
 
 traces=$(ls "$SHARED"/workloads/cpu-torch/*.trace)
 echo "1..$(($(echo "$traces" | wc -l) * 3 + 3))"
