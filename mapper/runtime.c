@@ -78,6 +78,15 @@ static int match_addr(struct cds_lfht_node *node, const void *key)
 	return b->addr == *(const uint64_t *)key;
 }
 
+/* The dynamic block at @addr; the caller holds the RCU read lock. */
+static struct cds_lfht_node *find_block(struct mdev *d, uint64_t addr)
+{
+	struct cds_lfht_iter iter;
+
+	cds_lfht_lookup(d->blocks, hash_ptr(addr), match_addr, &addr, &iter);
+	return cds_lfht_iter_get_node(&iter);
+}
+
 static int parse_mode(enum mode *m)
 {
 	const char *s = getenv("STALLOC_MODE");
@@ -505,7 +514,6 @@ static void plan_free(struct mdev *d, void *ptr, size_t size, void *stream)
 void stalloc_free(void *ptr, size_t size, int device, void *stream)
 {
 	uint64_t addr = (uint64_t)(uintptr_t)ptr, id;
-	struct cds_lfht_iter iter;
 	struct cds_lfht_node *node;
 	struct mblock *b;
 	struct mdev *d;
@@ -521,8 +529,7 @@ void stalloc_free(void *ptr, size_t size, int device, void *stream)
 		return;
 	}
 	urcu_bp_read_lock();
-	cds_lfht_lookup(d->blocks, hash_ptr(addr), match_addr, &addr, &iter);
-	node = cds_lfht_iter_get_node(&iter);
+	node = find_block(d, addr);
 	if (unlikely(!node)) {
 		urcu_bp_read_unlock();
 		bad_free(d, ptr, "not allocated by stalloc, or already freed");
@@ -565,7 +572,6 @@ void stalloc_free(void *ptr, size_t size, int device, void *stream)
 
 bool mapper_is_live(int device, uint64_t addr)
 {
-	struct cds_lfht_iter iter;
 	struct mdev *d;
 	bool live;
 
@@ -575,8 +581,7 @@ bool mapper_is_live(int device, uint64_t addr)
 	if (!d)
 		return false;
 	urcu_bp_read_lock();
-	cds_lfht_lookup(d->blocks, hash_ptr(addr), match_addr, &addr, &iter);
-	live = cds_lfht_iter_get_node(&iter) != NULL;
+	live = find_block(d, addr) != NULL;
 	urcu_bp_read_unlock();
 	return live;
 }
@@ -584,7 +589,6 @@ bool mapper_is_live(int device, uint64_t addr)
 void stalloc_record_stream(void *ptr, void *stream)
 {
 	uint64_t addr = (uint64_t)(uintptr_t)ptr;
-	struct cds_lfht_iter iter;
 	struct cds_lfht_node *node;
 	int i;
 
@@ -595,9 +599,7 @@ void stalloc_record_stream(void *ptr, void *stream)
 		if (!d)
 			continue;
 		urcu_bp_read_lock();
-		cds_lfht_lookup(d->blocks, hash_ptr(addr), match_addr, &addr,
-				&iter);
-		node = cds_lfht_iter_get_node(&iter);
+		node = find_block(d, addr);
 		if (node) {
 			struct mblock *b = mb_of_hnode(node);
 

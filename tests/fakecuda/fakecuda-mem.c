@@ -106,6 +106,14 @@ static bool gran_aligned(uint64_t v)
 	return !(v & (fc_cfg.gran - 1));
 }
 
+static CUresult size_violation(size_t size)
+{
+	return fc_viol(CUDA_ERROR_INVALID_VALUE,
+		       "size %zu is not a nonzero multiple of the granularity "
+		       "%zu",
+		       size, fc_cfg.gran);
+}
+
 /* ------------------------------------------------------------------ */
 /* Physical memory pools                                               */
 /* ------------------------------------------------------------------ */
@@ -356,10 +364,7 @@ static CUresult reserve_check(CUdeviceptr *ptr, size_t size, size_t *align,
 		return fc_viol(CUDA_ERROR_INVALID_VALUE, "flags %#llx not 0",
 			       flags);
 	if (!size || !gran_aligned(size))
-		return fc_viol(CUDA_ERROR_INVALID_VALUE,
-			       "size %zu is not a nonzero multiple of the "
-			       "granularity %zu",
-			       size, fc_cfg.gran);
+		return size_violation(size);
 	if (!*align)
 		*align = fc_cfg.gran;
 	if ((*align & (*align - 1)) || !gran_aligned(*align))
@@ -477,10 +482,7 @@ static CUresult create_check(CUmemGenericAllocationHandle *out, size_t size,
 		return fc_viol(CUDA_ERROR_INVALID_VALUE, "flags %#llx not 0",
 			       flags);
 	if (!size || !gran_aligned(size))
-		return fc_viol(CUDA_ERROR_INVALID_VALUE,
-			       "size %zu is not a nonzero multiple of the "
-			       "granularity %zu",
-			       size, fc_cfg.gran);
+		return size_violation(size);
 	return prop_check(prop);
 }
 
