@@ -108,7 +108,15 @@ DEMO_BIN := $(O)/stalloc-vmm-demo
 
 # Command-line tools: public headers only, linked to the shared library.
 TOOL_NAMES := stalloc-plan stalloc-timeline
-PROGRAMS := $(TOOL_NAMES:%=$(O)/%)
+# Tools of more than one file, and their extra sources (set by mk/*.mk).
+EXTRA_PROGRAMS :=
+LINT_SRCS :=
+BENCH_EXTRA :=
+
+# Each feature's own rules (tools, tests, benchmarks) live in mk/*.mk.
+include $(sort $(wildcard mk/*.mk))
+
+PROGRAMS := $(TOOL_NAMES:%=$(O)/%) $(EXTRA_PROGRAMS)
 
 .PHONY: all check bench demo install uninstall deps clean distclean \
 	format format-check lint help tests installcheck
@@ -221,6 +229,8 @@ endif
 	$(Q)$(O)/bench/bench-mapper
 	$(Q)$(O)/bench/bench-tp $(abspath $(LTTNG_SO))
 	$(Q)python3 bench/plan-bench.py $(O) $(SHARED)
+	$(Q)for t in $(BENCH_EXTRA); do \
+		$(MAKE) --no-print-directory $$t || exit 1; done
 
 demo: all $(DEMO_BIN)
 	$(Q)STALLOC_BACKEND=$${STALLOC_BACKEND:-auto} $(DEMO_BIN)
@@ -276,10 +286,12 @@ lint:
 	$(Q)cppcheck --quiet --error-exitcode=1 --inline-suppr \
 		--enable=warning,performance,portability --std=c11 \
 		-D__GNUC__ -D__x86_64__ -D__linux__ -Iinclude $(URCU_CFLAGS) \
-		$(LIB_SRCS) $(FAKE_SRCS) $(TOOL_NAMES:%=tools/%.c) && \
+		$(LIB_SRCS) $(FAKE_SRCS) $(TOOL_NAMES:%=tools/%.c) \
+		$(LINT_SRCS) && \
 		echo "lint: cppcheck clean"
 	@mkdir -p $(O)
-	$(Q)clang-tidy --quiet $(LIB_SRCS) $(TOOL_NAMES:%=tools/%.c) -- \
+	$(Q)clang-tidy --quiet $(LIB_SRCS) $(TOOL_NAMES:%=tools/%.c) \
+		$(LINT_SRCS) -- \
 		$(filter-out -f%,$(BASE_CFLAGS)) \
 		$(URCU_CFLAGS) $(CUDA_CFLAGS) >$(O)/clang-tidy.log 2>&1; \
 		rc=$$?; grep -v "warnings generated" $(O)/clang-tidy.log; \

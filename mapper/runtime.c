@@ -586,6 +586,17 @@ bool mapper_is_live(int device, uint64_t addr)
 	return live;
 }
 
+int stalloc_owns(const void *ptr, int device)
+{
+	uint64_t addr = (uint64_t)(uintptr_t)ptr;
+	struct mdev *d;
+
+	if (device < 0 || device >= MAX_DEVICES)
+		return 0;
+	d = rcu_dereference(devs[device]);
+	return d && addr - vmm_base(d->vmm) < vmm_size(d->vmm);
+}
+
 void stalloc_record_stream(void *ptr, void *stream)
 {
 	uint64_t addr = (uint64_t)(uintptr_t)ptr;

@@ -91,6 +91,13 @@ else
 	skip=$((skip + 1))
 fi
 
+# Each feature's own tests: tests/*.tests are sh fragments of run lines.
+for frag in tests/*.tests; do
+	[ -e "$frag" ] || continue
+	# shellcheck disable=SC1090
+	. "./$frag"
+done
+
 [ -n "$failed_names" ] && echo "failed:$failed_names"
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]

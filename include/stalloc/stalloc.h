@@ -198,6 +198,19 @@ STALLOC_API void stalloc_record_stream(void *ptr, void *stream);
 STALLOC_API void stalloc_mark(const char *label);
 
 /**
+ * stalloc_owns() - is @ptr inside a device's reservation?
+ * @ptr: any address
+ * @device: device ordinal
+ *
+ * One range check, no lock: for programs that mix stalloc's memory with
+ * another allocator's (the CPU preload library sends a free to glibc when
+ * this says no).  True does not mean @ptr is allocated.
+ *
+ * Return: nonzero if @ptr lies in @device's reserved address range.
+ */
+STALLOC_API int stalloc_owns(const void *ptr, int device);
+
+/**
  * stalloc_stats() - one device's statistics
  * @device: device ordinal
  * @st: filled in
