@@ -117,7 +117,7 @@ static int ensure_mapped(struct dyn_region *d, uint64_t addr, uint64_t size)
  * host does not stall.  A block that saw several streams waits for the
  * whole device.  Same-stream reuse needs nothing: a stream runs in order.
  */
-static int wait_streams(struct dyn_region *d, struct mblock *b, void *stream)
+int dyn_wait(struct dyn_region *d, struct mblock *b, void *stream)
 {
 	if (b->streams & MB_STREAM_MANY)
 		return vmm_sync(d->vmm, NULL);
@@ -201,7 +201,7 @@ int dyn_alloc(struct dyn_region *d, uint64_t size, void *stream,
 	}
 	err = ensure_mapped(d, b->addr, b->size);
 	if (!err)
-		err = wait_streams(d, b, stream);
+		err = dyn_wait(d, b, stream);
 	if (err) {
 		dyn_free(d, b);
 		return err;
@@ -263,6 +263,9 @@ uint64_t dyn_release(struct dyn_region *d)
 			continue;
 		lo += base;
 		hi = b->addr + b->size - (b->addr + b->size - base) % chunk;
+		/* nothing lies past the last block: its tail chunk goes too */
+		if (b->addr_node.next == &d->blocks && hi < b->addr + b->size)
+			hi += chunk;
 		for (x = lo; x < hi;) {
 			if (!vmm_is_mapped(d->vmm, x, chunk)) {
 				x += chunk;

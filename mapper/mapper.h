@@ -25,6 +25,13 @@
 #define DYN_ALIGN 512
 #define DYN_CLASSES 64
 
+/* Small requests (at most SLAB_MAX_OBJ bytes) come from slabs. */
+#define SLAB_CLASSES 14
+#define SLAB_MAX_OBJ 65536
+#define SLAB_BYTES (256 * 1024)
+
+struct slab;
+
 /* A block's streams: none yet, exactly @stream, or several (any). */
 #define MB_STREAM_ONE 0x1
 #define MB_STREAM_MANY 0x2
@@ -37,7 +44,8 @@
  * @id: trace ID (allocated blocks)
  * @stream: the stream it was last used on (when @streams is MB_STREAM_ONE)
  * @streams: MB_STREAM_* flags
- * @free: on a free list
+ * @free: on a free list (a slab object: not allocated)
+ * @slab: the slab it is an object of, or NULL for a dynamic block
  * @ent: its plan entry
  * @addr_node: all blocks of the region, in address order
  * @free_node: link in its size class while @free
@@ -52,6 +60,7 @@ struct mblock {
 	void *stream;
 	unsigned int streams;
 	bool free;
+	struct slab *slab;
 	struct cds_list_head addr_node;
 	struct cds_list_head free_node;
 	struct cds_lfht_node hnode;
@@ -109,12 +118,42 @@ void dyn_init(struct dyn_region *d, struct vmm_space *vmm, uint64_t base,
  */
 int dyn_alloc(struct dyn_region *d, uint64_t size, void *stream,
 	      struct mblock **out);
+/*
+ * Order @stream's use of @b after the work of the stream(s) that used it
+ * last (nothing for the same stream).
+ */
+int dyn_wait(struct dyn_region *d, struct mblock *b, void *stream);
 /* Return a block; it merges with free neighbours. */
 void dyn_free(struct dyn_region *d, struct mblock *b);
 /* Unmap every whole chunk inside free blocks; bytes unmapped. */
 uint64_t dyn_release(struct dyn_region *d);
 /* Free every block (tear-down; nothing may be allocated). */
 void dyn_destroy(struct dyn_region *d);
+
+/**
+ * struct slab_cache - one device's slabs
+ * @dyn: the region slabs are carved from
+ * @partial: per class, the slabs with a free object
+ * @all: every slab
+ * @slabs: their number
+ */
+struct slab_cache {
+	struct dyn_region *dyn;
+	struct cds_list_head partial[SLAB_CLASSES];
+	struct cds_list_head all;
+	uint64_t slabs;
+};
+
+void slab_init(struct slab_cache *sc, struct dyn_region *dyn);
+/* Is @size served from slabs? */
+bool slab_takes(uint64_t size);
+/* An object of at least @size bytes for @stream (waited for as in dyn). */
+int slab_alloc(struct slab_cache *sc, uint64_t size, void *stream,
+	       struct mblock **out);
+void slab_free(struct slab_cache *sc, struct mblock *o);
+/* Give every empty slab back to the dynamic region. */
+void slab_trim(struct slab_cache *sc);
+void slab_destroy(struct slab_cache *sc);
 
 /*
  * Is @addr the start of a live block of the dynamic region of @device?  The

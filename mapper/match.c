@@ -20,6 +20,12 @@
  * pool's chunks are mapped the first time a slot needs them and then stay
  * mapped.
  *
+ * Streams: a freed block leaves its streams on the pool chunks under it
+ * (struct match_use).  Handing out a slot for stream S first makes S wait
+ * (an event, on the device) for every other stream recorded on those
+ * chunks, or for the whole device when they saw too many; same-stream reuse
+ * waits for nothing, so a one-stream job makes no driver call.
+ *
  * At the end of the first planned iteration the sizes seen at the planned
  * positions are hashed like the plan's fingerprint; a mismatch disables the
  * plan (the job goes on with the dynamic allocator) with one warning.
@@ -93,7 +99,8 @@ int match_init(struct matcher *m, struct stalloc_plan *plan,
 	}
 	m->pool_bytes = match_pool_bytes(m);
 	m->mapped = calloc(m->pool_bytes / m->chunk + 1, 1);
-	if (!m->mapped || !matcher_tables(m)) {
+	m->use = calloc(m->pool_bytes / m->chunk + 1, sizeof(*m->use));
+	if (!m->mapped || !m->use || !matcher_tables(m)) {
 		match_destroy(m);
 		return sa_error(-ENOMEM, "runtime: out of host memory");
 	}
@@ -108,6 +115,7 @@ void match_destroy(struct matcher *m)
 	free(m->seen_size);
 	free(m->live);
 	free(m->mapped);
+	free(m->use);
 	stalloc_plan_free(m->plan);
 	memset(m, 0, sizeof(*m));
 }
@@ -177,9 +185,84 @@ bool match_find(const struct matcher *m, uint64_t addr, size_t *idx)
 	return true;
 }
 
-void match_forget(struct matcher *m, size_t idx)
+static void use_add(struct match_use *u, void *stream)
 {
+	uint8_t i;
+
+	if (u->many)
+		return;
+	for (i = 0; i < u->nr; i++)
+		if (u->stream[i] == stream)
+			return;
+	if (u->nr == MATCH_USE_STREAMS)
+		u->many = true;
+	else
+		u->stream[u->nr++] = stream;
+}
+
+void match_forget(struct matcher *m, size_t idx, void *stream)
+{
+	const struct match_live *l = &m->live[idx];
+	uint64_t c = l->off / m->chunk, last = (l->off + l->size - 1) / m->chunk;
+
+	for (; c <= last; c++) {
+		use_add(&m->use[c], l->stream);
+		use_add(&m->use[c], stream);
+		m->use[c].many |= l->many;
+	}
 	live_remove(m, idx);
+}
+
+void match_record_stream(struct matcher *m, size_t idx, void *stream)
+{
+	if (m->live[idx].stream != stream)
+		m->live[idx].many = true;
+}
+
+/*
+ * Order @stream after the last users of the chunks under [off, off + size)
+ * and make it their only user.
+ */
+static int wait_use(struct matcher *m, uint64_t off, uint64_t size,
+		    void *stream)
+{
+	uint64_t c = off / m->chunk, last = (off + size - 1) / m->chunk, k;
+	void *done[MATCH_USE_STREAMS * 2];
+	unsigned int nr_done = 0, j;
+	int err;
+	uint8_t i;
+
+	for (k = c; k <= last; k++) {
+		struct match_use *u = &m->use[k];
+
+		if (u->many)
+			return vmm_sync(m->vmm, NULL);
+		for (i = 0; i < u->nr; i++) {
+			void *s = u->stream[i];
+
+			if (s == stream)
+				continue;
+			for (j = 0; j < nr_done && done[j] != s; j++)
+				;
+			if (j < nr_done)
+				continue;
+			err = vmm_stream_after(m->vmm, stream, s);
+			if (err)
+				return err;
+			if (nr_done < ARRAY_SIZE(done))
+				done[nr_done++] = s;
+		}
+	}
+	return 0;
+}
+
+static void use_reset(struct matcher *m, uint64_t off, uint64_t size,
+		      void *stream)
+{
+	uint64_t c = off / m->chunk, last = (off + size - 1) / m->chunk;
+
+	for (; c <= last; c++)
+		m->use[c] = (struct match_use){ .stream = { stream }, .nr = 1 };
 }
 
 static int map_slot(struct matcher *m, uint64_t off, uint64_t size);
@@ -191,7 +274,7 @@ static int map_slot(struct matcher *m, uint64_t off, uint64_t size);
  * it is in the live set, and a planned slot it would overlap is refused.
  */
 static bool reuse(struct matcher *m, const struct plan_dyn *d, uint64_t size,
-		  uint64_t *addr)
+		  void *stream, uint64_t *addr)
 {
 	uint32_t r;
 
@@ -213,8 +296,10 @@ static bool reuse(struct matcher *m, const struct plan_dyn *d, uint64_t size,
 				continue;
 			}
 			if (map_slot(m, at, size) ||
+			    wait_use(m, at, size, stream) ||
 			    !live_add(m, at, size, MATCH_REUSED))
 				return false;
+			use_reset(m, at, size, stream);
 			*addr = m->base + at;
 			return true;
 		}
@@ -288,21 +373,24 @@ static int64_t find_pos(const struct matcher *m, uint64_t size)
 	return -1;
 }
 
-static bool serve(struct matcher *m, int32_t e, uint64_t *addr, uint32_t *ent)
+static bool serve(struct matcher *m, int32_t e, void *stream, uint64_t *addr,
+		  uint32_t *ent)
 {
 	const struct plan_entry *pe = &m->plan->ent[e];
 
 	if (!range_free(m, pe->offset, pe->size) ||
 	    map_slot(m, pe->offset, pe->size) ||
+	    wait_use(m, pe->offset, pe->size, stream) ||
 	    !live_add(m, pe->offset, pe->size, (uint32_t)e))
 		return false;
+	use_reset(m, pe->offset, pe->size, stream);
 	*addr = m->base + pe->offset;
 	*ent = (uint32_t)e;
 	return true;
 }
 
-static bool prologue_alloc(struct matcher *m, uint64_t size, uint64_t *addr,
-			   uint32_t *ent, bool *miss)
+static bool prologue_alloc(struct matcher *m, uint64_t size, void *stream,
+			   uint64_t *addr, uint32_t *ent, bool *miss)
 {
 	uint32_t pos = m->pro_pos++;
 	uint32_t e;
@@ -312,39 +400,42 @@ static bool prologue_alloc(struct matcher *m, uint64_t size, uint64_t *addr,
 		return false;
 	e = m->pro_list[m->pro_next++];
 	m->seen_size[e] = size;
-	if (size > m->plan->ent[e].size || !serve(m, (int32_t)e, addr, ent)) {
+	if (size > m->plan->ent[e].size ||
+	    !serve(m, (int32_t)e, stream, addr, ent)) {
 		*miss = true;
 		return false;
 	}
 	return true;
 }
 
-/* Record the request's size and ID on the block just added at @addr. */
-static void note(struct matcher *m, uint64_t addr, uint64_t req, uint64_t id)
+/* Record the request on the block just added at @addr. */
+static void note(struct matcher *m, uint64_t addr, uint64_t req, uint64_t id,
+		 void *stream)
 {
 	size_t i;
 
 	if (match_find(m, addr, &i)) {
 		m->live[i].req = req;
 		m->live[i].id = id;
+		m->live[i].stream = stream;
 	}
 }
 
-static bool match_place(struct matcher *m, uint64_t size, uint64_t *addr,
-			uint32_t *ent, bool *miss);
+static bool match_place(struct matcher *m, uint64_t size, void *stream,
+			uint64_t *addr, uint32_t *ent, bool *miss);
 static void implicit_iteration(struct matcher *m, uint64_t asize);
 
-bool match_alloc(struct matcher *m, uint64_t size, uint64_t id, uint64_t *addr,
-		 uint32_t *ent, bool *miss)
+bool match_alloc(struct matcher *m, uint64_t size, uint64_t id, void *stream,
+		 uint64_t *addr, uint32_t *ent, bool *miss)
 {
-	if (!match_place(m, size, addr, ent, miss))
+	if (!match_place(m, size, stream, addr, ent, miss))
 		return false;
-	note(m, *addr, size, id);
+	note(m, *addr, size, id, stream);
 	return true;
 }
 
-static bool match_place(struct matcher *m, uint64_t size, uint64_t *addr,
-			uint32_t *ent, bool *miss)
+static bool match_place(struct matcher *m, uint64_t size, void *stream,
+			uint64_t *addr, uint32_t *ent, bool *miss)
 {
 	uint64_t asize;
 	int64_t pos;
@@ -358,7 +449,7 @@ static bool match_place(struct matcher *m, uint64_t size, uint64_t *addr,
 	if (m->disabled)
 		return false;
 	if (m->marks <= m->plan->warmup)
-		return prologue_alloc(m, asize, addr, ent, miss);
+		return prologue_alloc(m, asize, stream, addr, ent, miss);
 	pos = find_pos(m, asize);
 	if (pos < 0) {
 		*miss = true; /* not what the plan expects here */
@@ -368,14 +459,15 @@ static bool match_place(struct matcher *m, uint64_t size, uint64_t *addr,
 	e = entry_at(m, (uint32_t)pos);
 	if (e < 0) {
 		/* a dynamic position: the plan's free space first */
-		if (!reuse(m, &m->plan->dyn[m->dyn_of[pos]], asize, addr))
+		if (!reuse(m, &m->plan->dyn[m->dyn_of[pos]], asize, stream,
+			   addr))
 			return false;
 		*ent = MATCH_REUSED;
 		return true;
 	}
 	if (m->marks == m->plan->warmup + 1 && !m->seen_size[e])
 		m->seen_size[e] = asize;
-	if (!serve(m, e, addr, ent)) {
+	if (!serve(m, e, stream, addr, ent)) {
 		*miss = true;
 		return false;
 	}

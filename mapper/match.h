@@ -28,7 +28,22 @@ struct match_live {
 	uint64_t size; /* the slot's bytes */
 	uint64_t req; /* the request's bytes */
 	uint64_t id; /* its trace ID */
+	void *stream; /* the stream it was handed out for */
 	uint32_t ent;
+	bool many; /* record_stream named another stream */
+};
+
+/*
+ * The streams that last used one pool chunk: up to two, or "many" (then
+ * reuse waits for the whole device).  Reset to the new user's stream when
+ * a slot over the chunk is handed out, since that user now runs after
+ * them all.
+ */
+#define MATCH_USE_STREAMS 2
+struct match_use {
+	void *stream[MATCH_USE_STREAMS];
+	uint8_t nr;
+	bool many;
 };
 
 /**
@@ -45,6 +60,7 @@ struct match_live {
  * @marks: iteration markers seen
  * @live: planned blocks live now, sorted by offset
  * @mapped: per pool chunk, mapped yet
+ * @use: per pool chunk, the streams that used it last
  * @seen_size: sizes seen at planned positions in the first planned
  *	iteration, for the fingerprint check
  * @disabled: the plan does not fit this workload: served dynamically
@@ -67,6 +83,7 @@ struct matcher {
 	size_t nr_live;
 	size_t cap_live;
 	uint8_t *mapped;
+	struct match_use *use;
 	uint64_t chunk;
 	uint64_t *seen_size;
 	bool disabled;
@@ -80,13 +97,14 @@ void match_destroy(struct matcher *m);
 /* Bytes of address space the pool takes, rounded to chunks. */
 uint64_t match_pool_bytes(const struct matcher *m);
 /*
- * A request of @size: true and *@addr, *@ent set if it is served from the
- * plan -- at its planned slot, or (*@ent == MATCH_REUSED) in the free space
+ * A request of @size for @stream: true and *@addr, *@ent set if it is
+ * served from the plan (after making @stream wait for the streams that
+ * used the slot's chunks last) -- at its planned slot, or (*@ent == MATCH_REUSED) in the free space
  * the plan leaves to its dynamic position; false to serve it from the
  * dynamic region (*@miss: the plan expected something else here).
  */
-bool match_alloc(struct matcher *m, uint64_t size, uint64_t id, uint64_t *addr,
-		 uint32_t *ent, bool *miss);
+bool match_alloc(struct matcher *m, uint64_t size, uint64_t id, void *stream,
+		 uint64_t *addr, uint32_t *ent, bool *miss);
 /* True if @addr is in the pool's address range. */
 static inline bool match_owns(const struct matcher *m, uint64_t addr)
 {
@@ -94,8 +112,10 @@ static inline bool match_owns(const struct matcher *m, uint64_t addr)
 }
 /* The live block starting at @addr: its index in m->live, or false. */
 bool match_find(const struct matcher *m, uint64_t addr, size_t *idx);
-/* Live block @idx was freed. */
-void match_forget(struct matcher *m, size_t idx);
+/* Live block @idx was freed; @stream last used it. */
+void match_forget(struct matcher *m, size_t idx, void *stream);
+/* Live block @idx is also used on @stream (record_stream). */
+void match_record_stream(struct matcher *m, size_t idx, void *stream);
 /*
  * An "iteration" marker.  Returns false when the iteration just ended was
  * the first planned one and its requests do not fit the plan (fingerprint

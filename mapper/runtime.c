@@ -42,6 +42,7 @@ struct mdev {
 	pthread_mutex_t lock;
 	struct vmm_space *vmm;
 	struct dyn_region dyn;
+	struct slab_cache slab;
 	struct cds_lfht *blocks;
 	struct trec *rec;
 	bool planned; /* plan mode with a usable plan */
@@ -188,6 +189,7 @@ static int dev_create(int device, struct mdev **out)
 	err = dev_open_vmm(d);
 	if (err)
 		goto err_free;
+	slab_init(&d->slab, &d->dyn);
 	d->blocks = cds_lfht_new_flavor(
 		1024, 1024, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING,
 		&urcu_bp_flavor, NULL);
@@ -366,6 +368,7 @@ static void report_oom(struct mdev *d, size_t size)
 /* Give cached memory back: free chunks unmapped, pooled chunks released. */
 static void dev_trim(struct mdev *d)
 {
+	slab_trim(&d->slab);
 	dyn_release(&d->dyn);
 	vmm_trim(d->vmm, 0);
 }
@@ -390,12 +393,12 @@ static void high_water(struct mdev *d)
  * a dynamic position): true and *@addr set.  Device lock held.
  */
 static bool plan_alloc(struct mdev *d, uint64_t size, uint64_t id,
-		       uint64_t *addr, int *cls)
+		       void *stream, uint64_t *addr, int *cls)
 {
 	uint32_t ent;
 	bool miss;
 
-	if (!match_alloc(&d->match, size, id, addr, &ent, &miss)) {
+	if (!match_alloc(&d->match, size, id, stream, addr, &ent, &miss)) {
 		d->st.plan_misses += miss;
 		if (miss)
 			sa_trace(plan_miss, d->device, size);
@@ -436,7 +439,7 @@ void *stalloc_malloc(size_t size, int device, void *stream)
 		uint64_t addr, id = ++d->next_id;
 		int cls;
 
-		if (plan_alloc(d, size, id, &addr, &cls)) {
+		if (plan_alloc(d, size, id, stream, &addr, &cls)) {
 			pthread_mutex_unlock(&d->lock);
 			if (d->rec)
 				trec_alloc(d->rec, id, size,
@@ -447,7 +450,9 @@ void *stalloc_malloc(size_t size, int device, void *stream)
 		}
 	}
 	for (tries = 0;; tries++) {
-		err = dyn_alloc(&d->dyn, size, stream, &b);
+		err = slab_takes(size) ?
+			      slab_alloc(&d->slab, size, stream, &b) :
+			      dyn_alloc(&d->dyn, size, stream, &b);
 		if (!err || err != -ENOMEM || tries)
 			break;
 		dev_trim(d); /* out of memory: trim, then once more */
@@ -500,7 +505,7 @@ static void plan_free(struct mdev *d, void *ptr, size_t size, void *stream)
 		bad_free(d, ptr, "size differs from the allocation's");
 		return;
 	}
-	match_forget(&d->match, i);
+	match_forget(&d->match, i, stream);
 	d->st.frees++;
 	d->st.allocated -= l.req;
 	if (l.ent == MATCH_REUSED)
@@ -553,7 +558,10 @@ void stalloc_free(void *ptr, size_t size, int device, void *stream)
 	d->st.allocated -= b->req;
 	d->st.dynamic_bytes -= b->req;
 	b->stream = stream;
-	dyn_free(&d->dyn, b);
+	if (b->slab)
+		slab_free(&d->slab, b);
+	else
+		dyn_free(&d->dyn, b);
 	pthread_mutex_unlock(&d->lock);
 	urcu_bp_read_unlock();
 	/*
@@ -597,6 +605,23 @@ int stalloc_owns(const void *ptr, int device)
 	return d && addr - vmm_base(d->vmm) < vmm_size(d->vmm);
 }
 
+/* record_stream of a block in the plan's pool: true if it was one. */
+static bool plan_record_stream(struct mdev *d, uint64_t addr, void *stream)
+{
+	size_t i;
+	bool found;
+
+	if (!__atomic_load_n(&d->planned, __ATOMIC_ACQUIRE) ||
+	    !match_owns(&d->match, addr))
+		return false;
+	pthread_mutex_lock(&d->lock);
+	found = match_find(&d->match, addr, &i);
+	if (found)
+		match_record_stream(&d->match, i, stream);
+	pthread_mutex_unlock(&d->lock);
+	return found;
+}
+
 void stalloc_record_stream(void *ptr, void *stream)
 {
 	uint64_t addr = (uint64_t)(uintptr_t)ptr;
@@ -609,6 +634,8 @@ void stalloc_record_stream(void *ptr, void *stream)
 
 		if (!d)
 			continue;
+		if (plan_record_stream(d, addr, stream))
+			return;
 		urcu_bp_read_lock();
 		node = find_block(d, addr);
 		if (node) {
@@ -763,6 +790,7 @@ void stalloc_shutdown(void)
 		urcu_bp_read_unlock();
 		cds_lfht_destroy(d->blocks, NULL);
 		urcu_bp_barrier();
+		slab_destroy(&d->slab);
 		dyn_destroy(&d->dyn);
 		if (d->planned)
 			match_destroy(&d->match);

@@ -649,38 +649,40 @@ static void test_auto_mode(void **state)
 
 typedef int (*stream_create_fn)(void **s, unsigned int flags);
 
+/* Two streams of the fake driver (a context is made current for them). */
+static void fake_streams(void **a, void **b)
+{
+	int (*retain)(void **, int);
+	int (*set)(void *);
+	stream_create_fn create;
+	void *h, *ctx;
+
+	h = dlopen(getenv("STALLOC_LIBCUDA"), RTLD_NOW | RTLD_NOLOAD);
+	assert_non_null(h);
+	*(void **)&create = dlsym(h, "cuStreamCreate");
+	*(void **)&retain = dlsym(h, "cuDevicePrimaryCtxRetain");
+	*(void **)&set = dlsym(h, "cuCtxSetCurrent");
+	assert_non_null(create);
+	assert_int_equal(retain(&ctx, 0), 0);
+	assert_int_equal(set(ctx), 0);
+	assert_int_equal(create(a, 0), 0);
+	assert_int_equal(create(b, 0), 0);
+}
+
 static void test_streams(void **state)
 {
 	const struct fx_fake *fk = fx_fake();
-	stream_create_fn create;
-	void *a, *b, *p, *q;
 	unsigned long n, m, r;
-	void *h;
+	void *a, *b, *p, *q;
 
 	(void)state;
 	if (!fk) {
 		skip();
 		return;
 	}
-	h = dlopen(getenv("STALLOC_LIBCUDA"), RTLD_NOW | RTLD_NOLOAD);
-	assert_non_null(h);
-	*(void **)&create = dlsym(h, "cuStreamCreate");
-	assert_non_null(create);
-	/* the fake needs a context current for streams */
-	p = stalloc_malloc(4 * MB, 0, NULL);
+	p = stalloc_malloc(4 * MB, 0, NULL); /* the device's first request */
 	assert_non_null(p);
-	{
-		int (*retain)(void **, int);
-		int (*set)(void *);
-		void *ctx;
-
-		*(void **)&retain = dlsym(h, "cuDevicePrimaryCtxRetain");
-		*(void **)&set = dlsym(h, "cuCtxSetCurrent");
-		assert_int_equal(retain(&ctx, 0), 0);
-		assert_int_equal(set(ctx), 0);
-	}
-	assert_int_equal(create(&a, 0), 0);
-	assert_int_equal(create(&b, 0), 0);
+	fake_streams(&a, &b);
 	stalloc_free(p, 0, 0, NULL);
 	p = stalloc_malloc(4 * MB, 0, a);
 	stalloc_free(p, 0, 0, a);
@@ -702,7 +704,140 @@ static void test_streams(void **state)
 	q = stalloc_malloc(4 * MB, 0, b); /* several streams: whole device */
 	assert_int_equal(fk->calls("cuCtxSynchronize"), n + 1);
 	stalloc_free(q, 0, 0, b);
+
+	/* the same rule for slab objects */
+	p = stalloc_malloc(1000, 0, a);
+	stalloc_free(p, 0, 0, a);
+	n = fk->calls("cuStreamWaitEvent");
+	q = stalloc_malloc(1000, 0, a);
+	assert_ptr_equal(p, q);
+	assert_int_equal(fk->calls("cuStreamWaitEvent"), n);
+	stalloc_free(q, 0, 0, a);
+	q = stalloc_malloc(1000, 0, b);
+	assert_ptr_equal(p, q);
+	assert_int_equal(fk->calls("cuStreamWaitEvent"), n + 1);
+	stalloc_free(q, 0, 0, b);
 	assert_int_equal(fk->violations(), 0);
+}
+
+/*
+ * Planned slots follow the stream rule too: iterations on one stream make
+ * no driver call; the first iteration on another stream waits (events, no
+ * stall); a planned block also used on another stream (record_stream)
+ * makes its reuse wait for the whole device.
+ */
+static void test_plan_streams(void **state)
+{
+	const struct fx_fake *fk = fx_fake();
+	struct stalloc_stats st;
+	struct blk live[6];
+	unsigned long n, sync, stall;
+	char plan[256];
+	void *a, *b, *w, *p;
+	int k, j;
+
+	(void)state;
+	if (!fk) {
+		skip();
+		return;
+	}
+	make_plan(plan, sizeof(plan));
+	w = stalloc_malloc(32 * MB, 0, NULL);
+	fake_streams(&a, &b);
+	for (k = 0; k < 6; k++) {
+		void *s = k < 4 ? a : b;
+
+		if (k == 2) {
+			n = fk->calls("cuStreamWaitEvent");
+			sync = fk->calls("cuCtxSynchronize");
+			stall = fk->calls("cuStreamSynchronize");
+		}
+		if (k == 4) {
+			/* a to b: waits, by events only */
+			assert_int_equal(fk->calls("cuStreamWaitEvent"), n);
+			assert_int_equal(fk->calls("cuCtxSynchronize"), sync);
+		}
+		stalloc_mark("iteration");
+		for (j = 0; j < 6; j++) {
+			live[j].n = (size_t)(j + 1) * MB;
+			live[j].p = stalloc_malloc(live[j].n, 0, s);
+			assert_non_null(live[j].p);
+		}
+		assert_disjoint(live, 6);
+		if (k == 5)
+			stalloc_record_stream(live[0].p, a);
+		for (j = 6; j-- > 0;)
+			stalloc_free(live[j].p, live[j].n, 0, s);
+	}
+	assert_true(fk->calls("cuStreamWaitEvent") > n);
+	assert_int_equal(fk->calls("cuStreamSynchronize"), stall);
+	stalloc_stats(0, &st);
+	assert_int_equal(st.plan_misses, 0);
+	assert_int_equal(st.plan_hits, 1 + 5 * 6);
+	/* the block record_stream named: its reuse waits for the device */
+	sync = fk->calls("cuCtxSynchronize");
+	stalloc_mark("iteration");
+	p = stalloc_malloc(1 * MB, 0, b);
+	assert_non_null(p);
+	assert_int_equal(fk->calls("cuCtxSynchronize"), sync + 1);
+	stalloc_free(p, 0, 0, b);
+	stalloc_free(w, 0, 0, NULL);
+	assert_int_equal(fk->violations(), 0);
+	unlink(plan);
+}
+
+/*
+ * Small requests come from slabs: no overlap, data kept, packed densely
+ * (a thousand 512-byte objects within a few slabs), a double free is told,
+ * and empty slabs go back on empty_cache.
+ */
+static void test_slab(void **state)
+{
+	enum stalloc_log_level old;
+	static struct blk b[3000];
+	struct stalloc_stats st;
+	uintptr_t lo = UINTPTR_MAX, hi = 0;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < 3000; i++) {
+		b[i].n = i < 1000 ? 512 : 1 + (i * 7919) % 65536;
+		b[i].p = stalloc_malloc(b[i].n, 0, NULL);
+		assert_non_null(b[i].p);
+		assert_int_equal((uintptr_t)b[i].p % 512, 0);
+		fill(b[i].p, b[i].n, i);
+		if (i < 1000) {
+			lo = (uintptr_t)b[i].p < lo ? (uintptr_t)b[i].p : lo;
+			hi = (uintptr_t)b[i].p > hi ? (uintptr_t)b[i].p : hi;
+		}
+	}
+	/* 1000 x 512 B = 500 KiB: two slabs of 256 KiB, and a bit */
+	assert_true(hi - lo < 3 * 256 * 1024);
+	for (i = 0; i < 3000; i++)
+		assert_true(check(b[i].p, b[i].n, i));
+	assert_disjoint(b, 3000);
+	for (i = 0; i < 3000; i += 2)
+		stalloc_free(b[i].p, b[i].n, 0, NULL);
+	for (i = 0; i < 3000; i += 2) {
+		b[i].p = stalloc_malloc(b[i].n, 0, NULL);
+		assert_non_null(b[i].p);
+		fill(b[i].p, b[i].n, i);
+	}
+	assert_disjoint(b, 3000);
+	for (i = 0; i < 3000; i++) {
+		assert_true(check(b[i].p, b[i].n, i));
+		stalloc_free(b[i].p, b[i].n, 0, NULL);
+	}
+	old = stalloc_set_log_level(STALLOC_LOG_NONE);
+	stalloc_free(b[0].p, b[0].n, 0, NULL); /* twice */
+	stalloc_set_log_level(old);
+	stalloc_stats(0, &st);
+	assert_int_equal(st.bad_frees, 1);
+	assert_int_equal(st.allocated, 0);
+	assert_int_equal(st.frees, 4500);
+	stalloc_empty_cache();
+	stalloc_stats(0, &st);
+	assert_int_equal(st.mapped, 0);
 }
 
 /* Driver failures under the allocator: NULL, no leak, then recovery. */
@@ -761,6 +896,7 @@ int main(int argc, char **argv)
 		T(test_plan_perturbed), T(test_plan_other_workload),
 		T(test_plan_corrupt),	T(test_auto_mode),
 		T(test_plan_reuse),	T(test_streams),
+		T(test_plan_streams),	T(test_slab),
 		T(test_driver_faults),
 #undef T
 	};
