@@ -203,7 +203,8 @@ static void use_add(struct match_use *u, void *stream)
 void match_forget(struct matcher *m, size_t idx, void *stream)
 {
 	const struct match_live *l = &m->live[idx];
-	uint64_t c = l->off / m->chunk, last = (l->off + l->size - 1) / m->chunk;
+	uint64_t c = l->off / m->chunk,
+		 last = (l->off + l->size - 1) / m->chunk;
 
 	for (; c <= last; c++) {
 		use_add(&m->use[c], l->stream);

@@ -392,8 +392,8 @@ static void high_water(struct mdev *d)
  * Serve @size from the plan (a planned slot, or the plan's free space for
  * a dynamic position): true and *@addr set.  Device lock held.
  */
-static bool plan_alloc(struct mdev *d, uint64_t size, uint64_t id,
-		       void *stream, uint64_t *addr, int *cls)
+static bool plan_alloc(struct mdev *d, uint64_t size, uint64_t id, void *stream,
+		       uint64_t *addr, int *cls)
 {
 	uint32_t ent;
 	bool miss;

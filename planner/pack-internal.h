@@ -146,6 +146,7 @@ int pack_greedy_repack(struct pack_ctx *ctx, struct pack_group *g,
  */
 int pack_improve_group(struct pack_ctx *ctx, struct pack_group *g, uint64_t cap,
 		       double until_ms, bool persist);
+int pack_peak(struct pack_ctx *ctx, struct pack_group *g, int porder);
 /* Online first fit in start order: O(n log n), for very large groups. */
 int pack_sweep(struct pack_ctx *ctx, struct pack_group *g);
 /* Overlapping pairs in @g, counted by a sweep (wrap pieces counted apart). */

@@ -559,6 +559,11 @@ static int pack_construct(struct pack_ctx *ctx)
 			err = pack_greedy(ctx, g);
 		if (err)
 			return err;
+		if (getenv("PACK_PEAK")) {
+			int o;
+			for (o = 0; o < 4 && g->peak > g->load; o++)
+				pack_peak(ctx, g, o);
+		}
 		if (g->peak == g->load)
 			g->optimal = true;
 	}
@@ -688,18 +693,24 @@ static uint64_t pack_store(const struct pack_ctx *ctx, struct pack_buf *bufs,
 	return base;
 }
 
+#include <stdio.h>
+#define PACK_DBG(ctx, what) do { if (getenv("PACK_DEBUG")) fprintf(stderr, "%-10s %8.1f ms peak %llu target %llu\n", what, pack_elapsed_ms(ctx), (unsigned long long)pack_max_peak(ctx), (unsigned long long)(ctx)->target); } while (0)
 static int pack_run(struct pack_ctx *ctx, struct pack_result *res)
 {
 	bool proven = false;
 	int err;
 
 	err = pack_build_groups(ctx);
+	PACK_DBG(ctx, "groups");
 	if (!err)
 		err = pack_construct(ctx);
+	PACK_DBG(ctx, "construct");
 	if (!err && !ctx->no_search)
 		err = pack_local(ctx);
+	PACK_DBG(ctx, "local");
 	if (!err && !ctx->no_search)
 		err = pack_improve(ctx, &proven);
+	PACK_DBG(ctx, "improve");
 	if (err)
 		return err;
 	res->peak = pack_max_peak(ctx);
