@@ -232,13 +232,30 @@ endif
 	$(Q)for t in $(BENCH_EXTRA); do \
 		$(MAKE) --no-print-directory $$t || exit 1; done
 
+DEMO_TRACES = $(wildcard $(SHARED)/workloads/cpu-torch/*.trace)
+
 demo: all $(DEMO_BIN)
 	$(Q)STALLOC_BACKEND=$${STALLOC_BACKEND:-auto} $(DEMO_BIN)
-	$(Q)for t in $(wildcard $(SHARED)/workloads/cpu-torch/*.trace); do \
+	$(Q)for t in $(DEMO_TRACES); do \
 		echo; $(O)/stalloc-plan -o $(O)/$$(basename $$t .trace).plan \
 		$$t || exit 1; \
 		echo "  plan written to $(O)/$$(basename $$t .trace).plan"; \
 	done
+	@echo; echo "== replay: each trace under libstalloc (host backend)" \
+		"and models of PyTorch's allocator (Documentation/replay.rst)"
+	$(Q)python3 tools/replay/compare.py $(O) $(DEMO_TRACES)
+	@echo; echo "== timelines (Documentation/tracing.rst)"
+	$(Q)for t in $(DEMO_TRACES); do n=$$(basename $$t .trace); \
+		$(O)/stalloc-timeline -o $(O)/$$n.svg --plan $(O)/$$n.plan \
+		$$t >/dev/null || exit 1; \
+		echo "  timeline drawn: $(O)/$$n.svg"; \
+	done
+	$(Q)if nvidia-smi >/dev/null 2>&1; then echo; \
+		echo "A GPU is here: to use stalloc as PyTorch's allocator,"; \
+		echo "  PYTHONPATH=tools/python python3 -c 'import stalloc;" \
+			"stalloc.enable(mode=\"auto\"); ...'"; \
+		echo "  (stalloc.iteration() at each step; see" \
+			"Documentation/pytorch.rst)"; fi
 
 install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR)/stalloc \
@@ -285,7 +302,8 @@ format-check:
 lint:
 	$(Q)cppcheck --quiet --error-exitcode=1 --inline-suppr \
 		--enable=warning,performance,portability --std=c11 \
-		-D__GNUC__ -D__x86_64__ -D__linux__ -Iinclude $(URCU_CFLAGS) \
+		-D__GNUC__ -D__STDC__=1 -D__x86_64__ -D__linux__ -Iinclude \
+		$(URCU_CFLAGS) \
 		$(LIB_SRCS) $(FAKE_SRCS) $(TOOL_NAMES:%=tools/%.c) \
 		$(LINT_SRCS) && \
 		echo "lint: cppcheck clean"
@@ -313,7 +331,7 @@ FUZZ_O := $(O)/fuzz
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -Iinclude -I. $(CUDA_CFLAGS) \
 	$(URCU_CFLAGS) -fsanitize=fuzzer,address,undefined
 FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FUZZ_O)/obj/%.o)
-FUZZ_BINS := $(patsubst %,$(FUZZ_O)/fuzz-%,trace csv plan planner)
+FUZZ_BINS := $(patsubst %,$(FUZZ_O)/fuzz-%,trace csv plan planner ctl)
 FUZZ_SECONDS ?= 60
 
 .PHONY: fuzz fuzz-build fuzz-regress

@@ -28,7 +28,7 @@
 /* Small requests (at most SLAB_MAX_OBJ bytes) come from slabs. */
 #define SLAB_CLASSES 14
 #define SLAB_MAX_OBJ 65536
-#define SLAB_BYTES (256 * 1024)
+#define SLAB_BYTES ((uint64_t)256 * 1024)
 
 struct slab;
 
@@ -45,7 +45,8 @@ struct slab;
  * @stream: the stream it was last used on (when @streams is MB_STREAM_ONE)
  * @streams: MB_STREAM_* flags
  * @free: on a free list (a slab object: not allocated)
- * @slab: the slab it is an object of, or NULL for a dynamic block
+ * @slab: the slab it is an object of; for a dynamic block, the slab it
+ *	holds, or NULL
  * @ent: its plan entry
  * @addr_node: all blocks of the region, in address order
  * @free_node: link in its size class while @free
@@ -154,6 +155,67 @@ void slab_free(struct slab_cache *sc, struct mblock *o);
 /* Give every empty slab back to the dynamic region. */
 void slab_trim(struct slab_cache *sc);
 void slab_destroy(struct slab_cache *sc);
+
+/* ---------------------------------- introspection (the control socket) */
+
+#define MAPPER_MAX_DEVICES 64
+
+enum mapper_owner {
+	MAPPER_PLAN, /* a planned slot */
+	MAPPER_REUSED, /* a dynamic request in the plan's free space */
+	MAPPER_DYNAMIC, /* a block of the dynamic region */
+	MAPPER_SLAB, /* a slab with objects allocated */
+};
+
+/* An allocated range [lo, hi) and what holds it. */
+struct mapper_busy {
+	uint64_t lo;
+	uint64_t hi;
+	enum mapper_owner owner;
+};
+
+/**
+ * struct mapper_view - a snapshot of one device, for the control socket
+ * @device: its ordinal
+ * @mode: "off", "trace", "plan", "auto"
+ * @vmm: its space (valid until stalloc_shutdown, which stops the socket
+ *	first)
+ * @pool_lo: the plan's pool [@pool_lo, @pool_hi) (empty without a plan)
+ * @busy: allocated ranges, sorted by address; @nr_busy of them
+ * @st: its statistics
+ * @planned: a plan is in use; @disabled: it was dropped (another workload)
+ * @plan_path: where the plan came from
+ * @fingerprint, @nr_entries, @nr_positions, @warmup: the plan's
+ * @cursor: the matcher's next expected position
+ * @marks: iteration markers seen
+ */
+struct mapper_view {
+	int device;
+	const char *mode;
+	struct vmm_space *vmm;
+	uint64_t pool_lo;
+	uint64_t pool_hi;
+	struct mapper_busy *busy;
+	size_t nr_busy;
+	struct stalloc_stats st;
+	bool planned;
+	bool disabled;
+	char plan_path[4096];
+	uint64_t fingerprint;
+	uint64_t nr_entries;
+	uint64_t nr_positions;
+	uint64_t warmup;
+	uint64_t cursor;
+	uint64_t marks;
+};
+
+/* Snapshot @device: 0, -ENOENT if it was never used, -ENOMEM. */
+int mapper_view_get(int device, struct mapper_view *v);
+void mapper_view_put(struct mapper_view *v);
+
+/* The control socket: started with the first device, stopped at shutdown. */
+void ctl_start(void);
+void ctl_stop(void);
 
 /*
  * Is @addr the start of a live block of the dynamic region of @device?  The

@@ -30,7 +30,7 @@
 #include "mapper.h"
 #include "match.h"
 
-#define MAX_DEVICES 64
+#define MAX_DEVICES MAPPER_MAX_DEVICES
 
 enum mode { MODE_OFF, MODE_TRACE, MODE_PLAN, MODE_AUTO };
 
@@ -54,6 +54,7 @@ struct mdev {
 	pthread_t auto_thread;
 	struct stalloc_plan *auto_plan; /* published by the thread (lock) */
 	char auto_path[4096];
+	char plan_path[4096]; /* where the plan came from (introspection) */
 	uint64_t next_id;
 	struct stalloc_stats st;
 	double fraction;
@@ -164,6 +165,7 @@ static void dev_load_plan(struct mdev *d)
 		       d->device, stalloc_last_error());
 		return;
 	}
+	snprintf(d->plan_path, sizeof(d->plan_path), "%s", path);
 	pool = match_pool_bytes(&d->match);
 	dyn_init(&d->dyn, d->vmm, vmm_base(d->vmm) + pool,
 		 vmm_base(d->vmm) + vmm_size(d->vmm));
@@ -304,6 +306,8 @@ static void dev_auto_mark(struct mdev *d)
 		d->match.marks = p->warmup;
 		d->match.pro_pos = p->nr_prologue;
 		d->match.pro_next = d->match.nr_pro;
+		snprintf(d->plan_path, sizeof(d->plan_path), "%.4000s (auto)",
+			 d->auto_path);
 		/* stalloc_free reads it without the lock */
 		__atomic_store_n(&d->planned, true, __ATOMIC_RELEASE);
 	}
@@ -341,6 +345,7 @@ static struct mdev *dev_get(int device)
 		sa_log(STALLOC_LOG_ERROR, "%s", stalloc_last_error());
 		return NULL;
 	}
+	ctl_start();
 	return d;
 }
 
@@ -761,10 +766,109 @@ int stalloc_stats(int device, struct stalloc_stats *st)
 	return 0;
 }
 
+static const char *mode_name(const struct mdev *d)
+{
+	if (d->planned)
+		return d->mode == MODE_AUTO ? "auto (planned)" : "plan";
+	switch (d->mode) {
+	case MODE_TRACE:
+		return "trace";
+	case MODE_AUTO:
+		return "auto (tracing)";
+	case MODE_PLAN:
+		return "off (no usable plan)";
+	default:
+		return "off";
+	}
+}
+
+static bool view_add(struct mapper_view *v, size_t *cap, uint64_t lo,
+		     uint64_t hi, enum mapper_owner owner)
+{
+	if (v->nr_busy == *cap) {
+		size_t n = *cap * 2 + 64;
+		struct mapper_busy *nb = realloc(v->busy, n * sizeof(*nb));
+
+		if (!nb)
+			return false;
+		v->busy = nb;
+		*cap = n;
+	}
+	v->busy[v->nr_busy++] = (struct mapper_busy){ lo, hi, owner };
+	return true;
+}
+
+/* The allocated ranges of @d, in address order.  Device lock held. */
+static bool view_busy(struct mdev *d, struct mapper_view *v)
+{
+	const struct matcher *m = &d->match;
+	struct mblock *b;
+	size_t cap = 0, i;
+
+	for (i = 0; d->planned && i < m->nr_live; i++)
+		if (!view_add(v, &cap, m->base + m->live[i].off,
+			      m->base + m->live[i].off + m->live[i].size,
+			      m->live[i].ent == MATCH_REUSED ? MAPPER_REUSED :
+							       MAPPER_PLAN))
+			return false;
+	cds_list_for_each_entry(b, &d->dyn.blocks, addr_node)
+		if (!b->free &&
+		    !view_add(v, &cap, b->addr, b->addr + b->size,
+			      b->slab ? MAPPER_SLAB : MAPPER_DYNAMIC))
+			return false;
+	return true;
+}
+
+int mapper_view_get(int device, struct mapper_view *v)
+{
+	struct mdev *d;
+	bool ok;
+
+	memset(v, 0, sizeof(*v));
+	if (stalloc_stats(device, &v->st))
+		return -ENOENT;
+	d = rcu_dereference(devs[device]);
+	v->device = device;
+	v->vmm = d->vmm;
+	pthread_mutex_lock(&d->lock);
+	v->mode = mode_name(d);
+	v->planned = d->planned;
+	if (d->planned) {
+		const struct matcher *m = &d->match;
+
+		v->pool_lo = m->base;
+		v->pool_hi = m->base + m->pool_bytes;
+		v->disabled = m->disabled;
+		v->fingerprint = m->plan->fingerprint;
+		v->nr_entries = m->plan->nr_ent;
+		v->nr_positions = m->plan->nr_positions;
+		v->warmup = m->plan->warmup;
+		v->cursor = m->cursor;
+		v->marks = m->marks;
+		snprintf(v->plan_path, sizeof(v->plan_path), "%s",
+			 d->plan_path);
+	}
+	ok = view_busy(d, v);
+	pthread_mutex_unlock(&d->lock);
+	if (!ok) {
+		mapper_view_put(v);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void mapper_view_put(struct mapper_view *v)
+{
+	free(v->busy);
+	v->busy = NULL;
+	v->nr_busy = 0;
+}
+
 void stalloc_shutdown(void)
 {
 	int i;
 
+	ctl_stop(); /* it reads the devices */
 	pthread_mutex_lock(&devs_lock);
 	for (i = 0; i < MAX_DEVICES; i++) {
 		struct mdev *d = devs[i];

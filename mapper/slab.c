@@ -96,7 +96,7 @@ static void slab_free_rcu(struct rcu_head *h)
 static int slab_new(struct slab_cache *sc, unsigned int cls, void *stream,
 		    struct slab **out)
 {
-	uint32_t nr = SLAB_BYTES / slab_sizes[cls], i;
+	uint32_t nr = (uint32_t)(SLAB_BYTES / slab_sizes[cls]), i;
 	struct slab *s;
 	int err;
 
@@ -111,6 +111,7 @@ static int slab_new(struct slab_cache *sc, unsigned int cls, void *stream,
 	err = dyn_alloc(sc->dyn, SLAB_BYTES, stream, &s->block);
 	if (err)
 		goto err_free;
+	s->block->slab = s; /* marks the block as a slab's (introspection) */
 	s->cls = cls;
 	s->nr = s->nr_free = nr;
 	for (i = 0; i < nr; i++) {
@@ -151,6 +152,7 @@ int slab_alloc(struct slab_cache *sc, uint64_t size, void *stream,
 		if (err)
 			return err;
 	} else {
+		/* cppcheck-suppress nullPointer */
 		s = cds_list_first_entry(&sc->partial[cls], struct slab, node);
 	}
 	o = &s->obj[s->stack[s->nr_free - 1]];
@@ -175,6 +177,7 @@ static void slab_release(struct slab_cache *sc, struct slab *s)
 	if (s->listed)
 		cds_list_del(&s->node);
 	cds_list_del(&s->all_node);
+	s->block->slab = NULL;
 	dyn_free(sc->dyn, s->block);
 	sc->slabs--;
 	urcu_bp_call_rcu(&s->rcu, slab_free_rcu);
@@ -226,6 +229,7 @@ void slab_destroy(struct slab_cache *sc)
 	cds_list_for_each_entry_safe(s, tmp, &sc->all, all_node) {
 		cds_list_del(&s->all_node);
 		free(s->stack);
+		/* cppcheck-suppress uninitvar */
 		free(s);
 	}
 	slab_init(sc, sc->dyn);

@@ -211,6 +211,19 @@ STALLOC_API void stalloc_mark(const char *label);
 STALLOC_API int stalloc_owns(const void *ptr, int device);
 
 /**
+ * stalloc_ctl_dir() - where this user's control sockets live
+ * @buf: filled with the directory's path
+ * @size: bytes at @buf
+ *
+ * $XDG_RUNTIME_DIR/stalloc, or /tmp/stalloc-UID.  Each process using
+ * stalloc serves PID.sock there (STALLOC_CTL=0 turns it off); stallocctl
+ * talks to it.  See Documentation/admin-guide.rst.
+ *
+ * Return: 0, or -ENAMETOOLONG.
+ */
+STALLOC_API int stalloc_ctl_dir(char *buf, size_t size);
+
+/**
  * stalloc_stats() - one device's statistics
  * @device: device ordinal
  * @st: filled in

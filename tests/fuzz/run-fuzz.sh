@@ -5,7 +5,7 @@
 #
 #   tests/fuzz/run-fuzz.sh BUILD_DIR SECONDS [TARGET...]
 #
-# BUILD_DIR holds fuzz-trace, fuzz-csv, fuzz-plan and fuzz-planner (this
+# BUILD_DIR holds fuzz-trace, fuzz-csv, fuzz-plan, fuzz-planner and fuzz-ctl (this
 # script builds nothing).  Each target runs SECONDS seconds, seeded from
 # tests/fuzz/corpus/TARGET/ and the shared workloads:
 #
@@ -32,7 +32,7 @@
 set -u
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-ALL_TARGETS="trace csv plan planner"
+ALL_TARGETS="trace csv plan planner ctl"
 
 usage() {
 	echo "usage: $0 BUILD_DIR SECONDS [TARGET...]" >&2
@@ -59,6 +59,7 @@ mkdir -p "$CRASHES" || exit 2
 max_len() {
 	case $1 in
 	planner) echo 4096 ;;	# every input is planned: keep them small
+	ctl) echo 1024 ;;	# one request line (at most 256 bytes) and some
 	*) echo 65536 ;;
 	esac
 }

@@ -16,7 +16,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 [ $# -ge 1 ] || { echo "usage: $0 BUILD_DIR [TARGET...]" >&2; exit 2; }
 BUILD=$1
 shift
-TARGETS=${*:-trace csv plan planner}
+TARGETS=${*:-trace csv plan planner ctl}
 
 fail=0
 total=0
