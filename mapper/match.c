@@ -529,6 +529,8 @@ static bool next_iteration(struct matcher *m)
 
 	m->marks++;
 	m->cursor = 0;
+	if (m->marks == m->plan->warmup + 1 || m->marks == m->plan->warmup + 2)
+		m->warm_done = true;
 	if (m->disabled || m->marks != m->plan->warmup + 2 || fingerprint_ok(m))
 		return true;
 	/*

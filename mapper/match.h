@@ -63,6 +63,8 @@ struct match_use {
  * @use: per pool chunk, the streams that used it last
  * @seen_size: sizes seen at planned positions in the first planned
  *	iteration, for the fingerprint check
+ * @warm_done: the first planned iteration just began or ended: the
+ *	warm-up's dynamic memory can go (the runtime clears it)
  * @disabled: the plan does not fit this workload: served dynamically
  * @marked: markers were seen; without them iteration starts are inferred
  */
@@ -86,6 +88,7 @@ struct matcher {
 	struct match_use *use;
 	uint64_t chunk;
 	uint64_t *seen_size;
+	bool warm_done;
 	bool disabled;
 	bool marked; /* "iteration" markers come: no implicit starts */
 };

@@ -59,6 +59,7 @@ struct mdev {
 	struct stalloc_stats st;
 	double fraction;
 	uint64_t cache_limit; /* STALLOC_CACHE_LIMIT: most cached bytes */
+	bool warm_trim; /* first planned iteration: no dynamic cache */
 };
 
 static struct mdev *devs[MAX_DEVICES];
@@ -394,6 +395,26 @@ static void high_water(struct mdev *d)
 }
 
 /*
+ * The warm-up is over: the first planned iteration begins.  What the
+ * warm-up's requests left mapped in the dynamic region is unmapped, so
+ * that its physical chunks (back in the vmm pool) are the ones the plan's
+ * pool maps next: the warm-up and the plan share memory instead of adding
+ * up.  Blocks the warm-up made that live on into the first planned
+ * iteration (gradients freed by zero_grad, say) are unmapped as they are
+ * freed, until that iteration ends.  Device lock held, no RCU read-side
+ * section.
+ */
+static void warmup_done(struct mdev *d)
+{
+	if (likely(!d->match.warm_done))
+		return;
+	d->match.warm_done = false;
+	d->warm_trim = d->match.marks == d->match.plan->warmup + 1;
+	slab_trim(&d->slab);
+	dyn_release(&d->dyn);
+}
+
+/*
  * Serve @size from the plan (a planned slot, or the plan's free space for
  * a dynamic position): true and *@addr set.  Device lock held.
  */
@@ -401,9 +422,11 @@ static bool plan_alloc(struct mdev *d, uint64_t size, uint64_t id, void *stream,
 		       uint64_t *addr, int *cls)
 {
 	uint32_t ent;
-	bool miss;
+	bool miss, hit;
 
-	if (!match_alloc(&d->match, size, id, stream, addr, &ent, &miss)) {
+	hit = match_alloc(&d->match, size, id, stream, addr, &ent, &miss);
+	warmup_done(d); /* an iteration start told from the requests */
+	if (!hit) {
 		d->st.plan_misses += miss;
 		if (miss)
 			sa_trace(plan_miss, d->device, size);
@@ -573,9 +596,12 @@ void stalloc_free(void *ptr, size_t size, int device, void *stream)
 	 * Trimming waits for an RCU grace period (vmm_trim): never inside
 	 * the read-side section above.
 	 */
-	if (unlikely(d->cache_limit)) {
+	if (unlikely(d->cache_limit || d->warm_trim)) {
 		pthread_mutex_lock(&d->lock);
-		high_water(d);
+		if (d->warm_trim)
+			dyn_release(&d->dyn);
+		else
+			high_water(d);
 		pthread_mutex_unlock(&d->lock);
 	}
 	if (d->rec)
@@ -681,6 +707,7 @@ void stalloc_mark(const char *label)
 			continue;
 		pthread_mutex_lock(&d->lock);
 		ok = match_iteration(&d->match);
+		warmup_done(d);
 		pthread_mutex_unlock(&d->lock);
 		if (!ok)
 			sa_log(STALLOC_LOG_WARN,

@@ -307,9 +307,11 @@ int trace_parse(const char *name, const char *text, size_t len, struct trace *t)
 		l.no++;
 		if (nl)
 			*nl = 0;
+		if (s[strspn(s, " \t")] == '#')
+			continue; /* a comment, however many words */
 		if (!trace_split(s, &l))
 			err = trace_err(&l, "too many fields");
-		else if (!l.nr || l.field[0][0] == '#')
+		else if (!l.nr)
 			continue;
 		else if (!nl)
 			err = trace_err(&l, "truncated: the last line has no "

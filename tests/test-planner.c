@@ -49,6 +49,8 @@ static void test_parse_good(void **state)
 	assert_int_equal(parse("# a comment first\n"
 			       "stalloc-trace 1\n"
 			       "\n"
+			       "  # a comment of many words: one two three four "
+			       "five six seven eight nine ten eleven twelve\n"
 			       "a 1 7 4096 stream=0x1f dev=1 ns=123 future=x\n"
 			       "m 2 iteration\r\n"
 			       "a 3 0x10 512\n"

@@ -1,0 +1,184 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# tests/test-synth.sh - stalloc-synth from the outside, checked by the planner
+#
+# Determinism (same options, same bytes; another seed, another MoE trace),
+# every schedule, recomputation and MoE option planned by stalloc-plan with a
+# classification that fits (dense: no dynamic position, MoE: some; full
+# recomputation below selective below none), the 1F1B bound on micro-batches
+# in flight (measured on the trace itself), and bad options refused with
+# exit 2.  Prints TAP.  O: build dir.
+set -u
+O=${O:-build}
+SYNTH="$O/stalloc-synth"
+PLAN="$O/stalloc-plan"
+. tests/tap.sh
+
+# expect CODE DESCRIPTION CMD... : the command exits with CODE
+expect() {
+	code=$1
+	what=$2
+	shift 2
+	"$@" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" = "$code" ]
+	ok $? "$what (exit $rc)"
+}
+
+# plan NAME SYNTH-OPTIONS...: generate $tmp/NAME.trace, plan it as JSON
+plan() {
+	name=$1
+	shift
+	"$SYNTH" -o "$tmp/$name.trace" "$@" &&
+		"$PLAN" --json --time-limit 0.2 "$tmp/$name.trace" \
+			>"$tmp/$name.json"
+}
+
+# field NAME KEY: one number of a plan's JSON
+field() {
+	python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' \
+		"$tmp/$1.json" "$2"
+}
+
+# peak TRACE: the most bytes live, during the second iteration, of what
+# that iteration allocated (activations, temporaries, gradients)
+peak() {
+	python3 - "$1" <<'PY'
+import sys
+it, live, cur, best = 0, {}, 0, 0
+for line in open(sys.argv[1]):
+    f = line.split()
+    if not f or f[0][0] == '#' or f[0] == 'stalloc-trace':
+        continue
+    if f[0] == 'm':
+        it += 1
+        if it == 3:
+            break
+    elif it == 2 and f[0] == 'a':
+        live[f[2]] = int(f[3])
+        cur += int(f[3])
+        best = max(best, cur)
+    elif it == 2 and f[2] in live:
+        cur -= live.pop(f[2])
+print(best)
+PY
+}
+
+echo "1..36"
+expect 0 "--help" "$SYNTH" --help
+grep -q -- "--recompute" "$tmp/out"
+ok $? "--help lists the options"
+
+# determinism
+"$SYNTH" --experts 8 --seed 7 >"$tmp/a.trace" &&
+	"$SYNTH" --experts 8 --seed 7 >"$tmp/b.trace" &&
+	[ -s "$tmp/a.trace" ] && cmp -s "$tmp/a.trace" "$tmp/b.trace"
+ok $? "same options, byte-identical traces"
+"$SYNTH" --experts 8 --seed 8 >"$tmp/c.trace" &&
+	! cmp -s "$tmp/a.trace" "$tmp/c.trace"
+ok $? "another seed, another MoE trace"
+"$SYNTH" --experts 8 --seed 7 -o "$tmp/d.trace" &&
+	cmp -s "$tmp/a.trace" "$tmp/d.trace"
+ok $? "-o writes the same bytes as stdout"
+head -n 1 "$tmp/a.trace" | grep -q '^stalloc-trace 1$' &&
+	grep -q '^a [0-9]* [0-9]* [0-9]* stream=0x0 dev=0 ns=[0-9]*$' \
+		"$tmp/a.trace" && grep -q '^f [0-9]* [0-9]*$' "$tmp/a.trace" &&
+	[ "$(grep -c '^m [0-9]* iteration$' "$tmp/a.trace")" = 4 ]
+ok $? "format v1: header, a/f lines with keys, 4 iteration markers"
+
+# every option planned, classification as expected
+plan dense
+ok $? "dense 1F1B: planned"
+[ "$(field dense iterations)" = 4 ] && [ "$(field dense dynamic_requests)" = 0 ]
+ok $? "dense: 4 iterations from the markers, no dynamic position"
+[ "$(field dense persistent_requests)" -gt 0 ] &&
+	[ "$(field dense cross_requests)" -gt 0 ] &&
+	[ "$(field dense static_requests)" -gt 0 ]
+ok $? "dense: persistent weights and Adam state, cross-iteration gradients"
+plan step --grad-free step
+[ "$(field step cross_requests)" = 0 ] &&
+	[ "$(field step persistent_requests)" = "$(field dense persistent_requests)" ]
+ok $? "--grad-free step: no gradient crosses the iteration boundary"
+plan inter --schedule interleaved --virtual-stages 2
+ok $? "interleaved, 2 virtual stages: planned"
+[ "$(field inter dynamic_requests)" = 0 ] &&
+	[ "$(field inter static_requests)" -gt 0 ]
+ok $? "interleaved: static, no dynamic position"
+plan inter4 --schedule interleaved --virtual-stages 4 --layers 16 --rank 2
+ok $? "interleaved, 4 virtual stages, rank 2: planned"
+plan sel --recompute selective
+ok $? "selective recomputation: planned"
+plan full --recompute full
+ok $? "full recomputation: planned"
+[ "$(field full lower_bound)" -lt "$(field sel lower_bound)" ] &&
+	[ "$(field sel lower_bound)" -lt "$(field dense lower_bound)" ]
+ok $? "lower bound: full < selective < none"
+[ "$(field full dynamic_requests)" = 0 ] &&
+	[ "$(field full static_requests)" -gt "$(field dense static_requests)" ]
+ok $? "full: no dynamic position, more requests (the recomputation)"
+plan flash --flash-attn --tp 2 --sequence-parallel &&
+	[ "$(field flash lower_bound)" -lt "$(field dense lower_bound)" ]
+ok $? "flash attention, tp 2, sequence parallel: planned, smaller"
+plan moe --experts 8 --top-k 2
+ok $? "MoE, 8 experts: planned"
+[ "$(field moe dynamic_requests)" -gt 0 ] &&
+	[ "$(field moe static_requests)" -gt 0 ]
+ok $? "MoE: dynamic positions (expert buffers) and static ones"
+plan moefull --experts 8 --recompute full --moe-every 2 \
+	--schedule interleaved && [ "$(field moefull dynamic_requests)" -gt 0 ]
+ok $? "MoE every 2nd layer, full recomputation, interleaved: dynamic"
+"$PLAN" --emit-csv "$tmp/moe.csv" "$tmp/moe.trace" >/dev/null &&
+	python3 tests/check-plan.py "$tmp/moe.csv" >/dev/null
+ok $? "the MoE plan passes the independent overlap check"
+
+# the 1F1B bound: rank r holds at most stages - r micro-batches in flight
+for m in 2 3 8 16; do
+	"$SYNTH" --stages 4 --rank 1 --micro-batches $m -o "$tmp/m$m.trace"
+done
+p2=$(peak "$tmp/m2.trace")
+p3=$(peak "$tmp/m3.trace")
+p8=$(peak "$tmp/m8.trace")
+p16=$(peak "$tmp/m16.trace")
+[ "$p2" -lt "$p3" ]
+ok $? "rank 1 of 4: 3 micro-batches in flight hold more than 2 ($p2 < $p3)"
+[ "$p8" = "$p16" ] && [ "$p3" -le "$p8" ]
+ok $? "rank 1 of 4: no more live with 16 micro-batches than 8 ($p8)"
+"$SYNTH" --stages 4 --rank 2 -o "$tmp/r2.trace"
+r2=$(peak "$tmp/r2.trace")
+[ "$r2" -lt "$p8" ] && [ $((p8 - r2)) -gt $((p8 / 5)) ]
+ok $? "rank 2 holds one micro-batch less than rank 1 ($r2 < $p8)"
+for s in 2 4 8; do
+	"$SYNTH" --stages $s --layers $((2 * s)) -o "$tmp/s$s.trace"
+done
+s2=$(peak "$tmp/s2.trace")
+s4=$(peak "$tmp/s4.trace")
+s8=$(peak "$tmp/s8.trace")
+[ "$s2" -lt "$s4" ] && [ "$s4" -lt "$s8" ]
+ok $? "first stage: live activations grow with the stages ($s2 < $s4 < $s8)"
+
+# bad options
+expect 2 "unknown option" "$SYNTH" --frobnicate
+expect 2 "zero layers" "$SYNTH" --layers 0
+expect 2 "layers not a number" "$SYNTH" --layers 8x
+expect 2 "layers not a multiple of the stages" "$SYNTH" --layers 10
+grep -q "multiple" "$tmp/err"
+ok $? "the message says what is wrong"
+expect 2 "rank beyond the stages" "$SYNTH" --stages 4 --rank 4
+expect 2 "unknown schedule" "$SYNTH" --schedule gpipe
+expect 2 "top-k above the experts" "$SYNTH" --experts 2 --top-k 3
+badrc=0
+for bad in "--recompute some" "--imbalance -1" "--virtual-stages 2" \
+	"--schedule interleaved --micro-batches 6" "--seq 4194304 --heads 4096 --hidden 4096 --micro-batch-size 4096" \
+	"--tp 3" "stray"; do
+	# shellcheck disable=SC2086
+	"$SYNTH" $bad >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	if [ $rc != 2 ] || [ -s "$tmp/out" ] || [ ! -s "$tmp/err" ]; then
+		echo "# $bad: exit $rc"
+		badrc=1
+	fi
+done
+ok $badrc "other bad values: exit 2, a message, no output"
+expect 1 "unwritable output" "$SYNTH" -o "$tmp/no/such/dir/t.trace"
+[ "$fails" = 0 ]
