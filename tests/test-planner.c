@@ -46,19 +46,20 @@ static void test_parse_good(void **state)
 	struct trace t;
 
 	(void)state;
-	assert_int_equal(parse("# a comment first\n"
-			       "stalloc-trace 1\n"
-			       "\n"
-			       "  # a comment of many words: one two three four "
-			       "five six seven eight nine ten eleven twelve\n"
-			       "a 1 7 4096 stream=0x1f dev=1 ns=123 future=x\n"
-			       "m 2 iteration\r\n"
-			       "a 3 0x10 512\n"
-			       "f 5 7 stream=1f\n"
-			       "f 9 16\n"
-			       "a 10 7 100\n",
-			       &t),
-			 0);
+	assert_int_equal(
+		parse("# a comment first\n"
+		      "stalloc-trace 1\n"
+		      "\n"
+		      "  # a comment of many words: one two three four "
+		      "five six seven eight nine ten eleven twelve\n"
+		      "a 1 7 4096 stream=0x1f dev=1 ns=123 future=x\n"
+		      "m 2 iteration\r\n"
+		      "a 3 0x10 512\n"
+		      "f 5 7 stream=1f\n"
+		      "f 9 16\n"
+		      "a 10 7 100\n",
+		      &t),
+		0);
 	assert_int_equal(t.nr, 6);
 	assert_int_equal(t.nr_allocs, 3);
 	assert_int_equal(t.ev[0].stream, 0x1f);
