@@ -16,3 +16,4 @@ $(O)/tests/ctl-hold: tests/ctl-hold.c $(O)/libstalloc.so
 	$(Q)$(CC) $(filter-out -fvisibility=hidden,$(BASE_CFLAGS)) $(CFLAGS) \
 		$(SAN_LDFLAGS) -o $@ $< -L$(O) -lstalloc \
 		-Wl,-rpath,'$$ORIGIN/..'
+tests: $(O)/stalloc-replay
