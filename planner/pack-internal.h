@@ -8,8 +8,10 @@
  * into sections (the spans between consecutive lifetime endpoints) and
  * splits the rest into independent groups: runs of sections that no
  * lifetime crosses, merged when a wrap-around buffer links two of them.
- * Each group is then packed on its own from offset 0 by pack-greedy.c and,
- * where a gap to the lower bound remains, improved by pack-search.c.
+ * Each group is then packed on its own from offset 0 by the skyline passes
+ * of pack-window.c and pack-skyline.c (the sweep of pack-sweep.c for huge
+ * groups) and pack-greedy.c and, where a gap to the lower bound remains,
+ * improved by pack-improve.c and pack-search.c.
  */
 #ifndef STALLOC_PLANNER_PACK_INTERNAL_H
 #define STALLOC_PLANNER_PACK_INTERNAL_H
@@ -108,6 +110,29 @@ int pack_greedy(struct pack_ctx *ctx, struct pack_group *g);
  * group's current packing when it is better.  O(n log n log S) a pass.
  */
 int pack_skyline(struct pack_ctx *ctx, struct pack_group *g);
+/*
+ * One bottom-up pass with the ranks given: @order lists the group's
+ * positions (indices into g->items), first rank first.  Keeps the
+ * group's packing when it is better; the new one is called @name.  A
+ * pass stops early when it cannot beat the group's peak or the time is
+ * up.  0 or -ENOMEM.
+ */
+int pack_skyline_ranked(struct pack_ctx *ctx, struct pack_group *g,
+			const uint32_t *order, const char *name);
+/*
+ * A skyline pass ranked by how far items reach on both sides of the most
+ * loaded section, the widest first (pack-window.c).  Keeps the group's
+ * packing when it is better.  0 or -ENOMEM.
+ */
+int pack_window_reach(struct pack_ctx *ctx, struct pack_group *g);
+/*
+ * Skyline passes ranked by windows around the most loaded section, the
+ * @from th to the (@from + @count - 1) th of its sequence of radii
+ * (pack-window.c), until @until_ms or until @g's peak is at most @cap.
+ * 0 or -ENOMEM.
+ */
+int pack_window_group(struct pack_ctx *ctx, struct pack_group *g, uint64_t cap,
+		      double until_ms, size_t from, size_t count);
 /* A placed item's address range [off, top). */
 struct pack_span {
 	uint64_t off;
@@ -146,7 +171,6 @@ int pack_greedy_repack(struct pack_ctx *ctx, struct pack_group *g,
  */
 int pack_improve_group(struct pack_ctx *ctx, struct pack_group *g, uint64_t cap,
 		       double until_ms, bool persist);
-int pack_peak(struct pack_ctx *ctx, struct pack_group *g, int porder);
 /* Online first fit in start order: O(n log n), for very large groups. */
 int pack_sweep(struct pack_ctx *ctx, struct pack_group *g);
 /* Overlapping pairs in @g, counted by a sweep (wrap pieces counted apart). */

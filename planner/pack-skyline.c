@@ -9,8 +9,16 @@
  * size, or size, then lifetime; the first only for very large groups).
  * An item's lowest offset is the highest top already placed in its
  * sections (the "skyline"), kept in a segment tree; the items wait in a
- * heap keyed by (lowest offset, rank) whose keys are refreshed lazily: a
- * popped item whose offset went up is pushed back.
+ * heap keyed by (lowest offset, rank) whose keys are refreshed lazily: the
+ * root whose offset went up sinks back with its new key.
+ * pack_skyline_ranked() makes one pass in an order given by the caller
+ * (pack-window.c).
+ *
+ * Heights only rise, so an item's current lowest offset bounds the one it
+ * will get: a pass that is to beat a packing gives up as soon as one item
+ * could only end at or above that packing's peak, or when the time is up.
+ * A group's first pass always finishes: one pass is the least the time
+ * limit buys.
  *
  * Placing an item at the skyline maximum x of its sections sets them all
  * to x + size, which is above every value there, so a section's height
@@ -100,24 +108,9 @@ static bool pack_sky_less(const struct pack_sky_ent *a,
 	return a->key != b->key ? a->key < b->key : a->rank < b->rank;
 }
 
-static void pack_sky_push(struct pack_sky *t, struct pack_sky_ent e)
+/* Put @e at the root and let it sink to its place. */
+static void pack_sky_sift(struct pack_sky *t, struct pack_sky_ent e)
 {
-	size_t i = t->nr_heap++;
-
-	while (i) {
-		size_t p = (i - 1) / 2;
-
-		if (!pack_sky_less(&e, &t->heap[p]))
-			break;
-		t->heap[i] = t->heap[p];
-		i = p;
-	}
-	t->heap[i] = e;
-}
-
-static struct pack_sky_ent pack_sky_pop(struct pack_sky *t)
-{
-	struct pack_sky_ent top = t->heap[0], e = t->heap[--t->nr_heap];
 	size_t i = 0, n = t->nr_heap;
 
 	for (;;) {
@@ -132,9 +125,13 @@ static struct pack_sky_ent pack_sky_pop(struct pack_sky *t)
 		t->heap[i] = t->heap[c];
 		i = c;
 	}
-	if (n)
-		t->heap[i] = e;
-	return top;
+	t->heap[i] = e;
+}
+
+static void pack_sky_pop(struct pack_sky *t)
+{
+	if (--t->nr_heap)
+		pack_sky_sift(t, t->heap[t->nr_heap]);
 }
 
 static size_t pack_sky_lo(const struct pack_ctx *ctx,
@@ -161,36 +158,49 @@ static uint64_t pack_sky_min_off(const struct pack_sky *t,
 	return m;
 }
 
-/* One bottom-up pass in the order of t->order; returns the peak. */
-static uint64_t pack_sky_pass(struct pack_sky *t)
+/*
+ * One bottom-up pass in the order of t->order; returns the peak, or
+ * UINT64_MAX when it gave up: an item's top reached @bound (the pass
+ * cannot beat it) or the time ran out.  With no bound (UINT64_MAX: the
+ * group has no packing yet) it always finishes.
+ */
+static uint64_t pack_sky_pass(struct pack_sky *t, uint64_t bound)
 {
 	const struct pack_ctx *ctx = t->ctx;
-	uint64_t peak = 0;
+	uint64_t peak = 0, pops = 0;
 	size_t i;
 	uint32_t k;
 
 	memset(t->mx, 0, 2 * t->P * sizeof(*t->mx));
 	memset(t->tag, 0, 2 * t->P * sizeof(*t->tag));
-	t->nr_heap = 0;
+	/* All keys 0, ranks ascending: already a heap. */
 	for (i = 0; i < t->g->nr; i++)
-		pack_sky_push(t, (struct pack_sky_ent){ 0, (uint32_t)i,
-							t->order[i] });
+		t->heap[i] =
+			(struct pack_sky_ent){ 0, (uint32_t)i, t->order[i] };
+	t->nr_heap = t->g->nr;
 	while (t->nr_heap) {
-		struct pack_sky_ent e = pack_sky_pop(t);
+		struct pack_sky_ent e = t->heap[0];
 		const struct pack_item *it = &ctx->items[t->g->items[e.id]];
-		uint64_t m = pack_sky_min_off(t, it);
+		uint64_t m;
 
+		if (bound != UINT64_MAX && (++pops & 4095) == 0 &&
+		    pack_out_of_time(ctx))
+			return UINT64_MAX;
+		m = pack_sky_min_off(t, it);
+		/* Heights only rise: @m bounds the item's final offset. */
+		if (m + it->size >= bound)
+			return UINT64_MAX;
 		/*
 		 * Keys are lower bounds of the offsets: a risen item is still
-		 * the first when it stays before the heap's top.
+		 * the first when it stays at the root with its new key.
 		 */
 		if (m > e.key) {
 			e.key = m;
-			if (t->nr_heap && !pack_sky_less(&e, &t->heap[0])) {
-				pack_sky_push(t, e);
+			pack_sky_sift(t, e);
+			if (t->heap[0].id != e.id)
 				continue;
-			}
 		}
+		pack_sky_pop(t);
 		t->off[e.id] = m;
 		for (k = 0; k < it->nr_iv; k++)
 			pack_sky_set(t, pack_sky_lo(ctx, it, k),
@@ -271,8 +281,8 @@ static int pack_sky_run(struct pack_sky *t)
 		err = pack_sky_rank(t, o);
 		if (err)
 			return err;
-		peak = pack_sky_pass(t);
-		if (g->method && peak >= g->peak)
+		peak = pack_sky_pass(t, g->method ? g->peak : UINT64_MAX);
+		if (peak == UINT64_MAX)
 			continue;
 		g->peak = peak;
 		g->method = pack_sky_names[o];
@@ -282,7 +292,27 @@ static int pack_sky_run(struct pack_sky *t)
 	return 0;
 }
 
-int pack_skyline(struct pack_ctx *ctx, struct pack_group *g)
+/* One pass in the order @order (group positions, first rank first). */
+static int pack_sky_run_ranked(struct pack_sky *t, const uint32_t *order,
+			       const char *name)
+{
+	struct pack_group *g = t->g;
+	uint64_t peak;
+	size_t i;
+
+	memcpy(t->order, order, g->nr * sizeof(*order));
+	peak = pack_sky_pass(t, g->method ? g->peak : UINT64_MAX);
+	if (peak == UINT64_MAX)
+		return 0;
+	g->peak = peak;
+	g->method = name;
+	for (i = 0; i < g->nr; i++)
+		t->ctx->items[g->items[i]].off = t->off[i];
+	return 0;
+}
+
+static int pack_sky_common(struct pack_ctx *ctx, struct pack_group *g,
+			   const uint32_t *order, const char *name)
 {
 	struct pack_sky t = { 0 };
 	int err = -ENOMEM;
@@ -298,11 +328,23 @@ int pack_skyline(struct pack_ctx *ctx, struct pack_group *g)
 	t.order = malloc((g->nr + 1) * sizeof(*t.order));
 	t.off = malloc((g->nr + 1) * sizeof(*t.off));
 	if (t.mx && t.tag && t.heap && t.order && t.off)
-		err = pack_sky_run(&t);
+		err = order ? pack_sky_run_ranked(&t, order, name) :
+			      pack_sky_run(&t);
 	free(t.off);
 	free(t.order);
 	free(t.heap);
 	free(t.tag);
 	free(t.mx);
 	return err;
+}
+
+int pack_skyline(struct pack_ctx *ctx, struct pack_group *g)
+{
+	return pack_sky_common(ctx, g, NULL, NULL);
+}
+
+int pack_skyline_ranked(struct pack_ctx *ctx, struct pack_group *g,
+			const uint32_t *order, const char *name)
+{
+	return pack_sky_common(ctx, g, order, name);
 }

@@ -38,6 +38,8 @@
 #define PACK_BEST_FIT_MAX_EDGES (4u << 20)
 /* Of its share of the time, what a searchable group spends improving. */
 #define PACK_LOCAL_SHARE 0.25
+/* Of its share of the time, the window-ranked passes of a searchable group. */
+#define PACK_WINDOW_SHARE 0.5
 
 double pack_elapsed_ms(const struct pack_ctx *ctx)
 {
@@ -535,6 +537,52 @@ static void pack_ctx_free(struct pack_ctx *ctx)
 	free(ctx->stamp);
 }
 
+static bool pack_searchable(const struct pack_group *g)
+{
+	return g->nr <= PACK_SEARCH_MAX_ITEMS &&
+	       g->edges <= PACK_SEARCH_MAX_EDGES;
+}
+
+/*
+ * The constructive packings of group @g, the @left th last: skyline
+ * passes (ranked around the peak, by reach and then by the first window,
+ * by area, by size, then by other windows while time is left), or the
+ * sweep for groups too big for them; then the best-fit greedy when it
+ * is affordable and a gap remains.  The window passes may take the
+ * group's share of the time left, or a part of it if the exact search can
+ * follow.
+ */
+static int pack_construct_group(struct pack_ctx *ctx, struct pack_group *g,
+				size_t left)
+{
+	double now, until;
+	int err = 0;
+
+	if (g->edges <= PACK_GREEDY_MAX_EDGES) {
+		err = pack_window_reach(ctx, g);
+		if (!err)
+			err = pack_window_group(ctx, g, g->load, ctx->limit_ms,
+						0, 1);
+		if (!err)
+			err = pack_skyline(ctx, g);
+		if (!err && !ctx->no_search && g->peak > g->load) {
+			now = pack_elapsed_ms(ctx);
+			until = now + (ctx->limit_ms - now) / (double)left;
+			if (pack_searchable(g))
+				until = now + (until - now) * PACK_WINDOW_SHARE;
+			err = pack_window_group(ctx, g, g->load, until, 1,
+						SIZE_MAX);
+		}
+	}
+	if (!err && !g->method)
+		err = pack_sweep(ctx, g);
+	if (!err && g->edges <= PACK_BEST_FIT_MAX_EDGES && g->peak > g->load)
+		err = pack_greedy(ctx, g);
+	if (!err && g->peak == g->load)
+		g->optimal = true;
+	return err;
+}
+
 static int pack_construct(struct pack_ctx *ctx)
 {
 	size_t i;
@@ -548,32 +596,12 @@ static int pack_construct(struct pack_ctx *ctx)
 		g->edges = pack_count_edges(ctx, g);
 	}
 	for (i = 0; i < ctx->nr_groups; i++) {
-		struct pack_group *g = &ctx->groups[i];
-
-		if (g->edges > PACK_GREEDY_MAX_EDGES)
-			err = pack_sweep(ctx, g);
-		else
-			err = pack_skyline(ctx, g);
-		if (!err && g->edges <= PACK_BEST_FIT_MAX_EDGES &&
-		    g->peak > g->load)
-			err = pack_greedy(ctx, g);
+		err = pack_construct_group(ctx, &ctx->groups[i],
+					   ctx->nr_groups - i);
 		if (err)
 			return err;
-		if (getenv("PACK_PEAK")) {
-			int o;
-			for (o = 0; o < 4 && g->peak > g->load; o++)
-				pack_peak(ctx, g, o);
-		}
-		if (g->peak == g->load)
-			g->optimal = true;
 	}
 	return 0;
-}
-
-static bool pack_searchable(const struct pack_group *g)
-{
-	return g->nr <= PACK_SEARCH_MAX_ITEMS &&
-	       g->edges <= PACK_SEARCH_MAX_EDGES;
 }
 
 /*
@@ -693,24 +721,18 @@ static uint64_t pack_store(const struct pack_ctx *ctx, struct pack_buf *bufs,
 	return base;
 }
 
-#include <stdio.h>
-#define PACK_DBG(ctx, what) do { if (getenv("PACK_DEBUG")) fprintf(stderr, "%-10s %8.1f ms peak %llu target %llu\n", what, pack_elapsed_ms(ctx), (unsigned long long)pack_max_peak(ctx), (unsigned long long)(ctx)->target); } while (0)
 static int pack_run(struct pack_ctx *ctx, struct pack_result *res)
 {
 	bool proven = false;
 	int err;
 
 	err = pack_build_groups(ctx);
-	PACK_DBG(ctx, "groups");
 	if (!err)
 		err = pack_construct(ctx);
-	PACK_DBG(ctx, "construct");
 	if (!err && !ctx->no_search)
 		err = pack_local(ctx);
-	PACK_DBG(ctx, "local");
 	if (!err && !ctx->no_search)
 		err = pack_improve(ctx, &proven);
-	PACK_DBG(ctx, "improve");
 	if (err)
 		return err;
 	res->peak = pack_max_peak(ctx);
