@@ -5,7 +5,7 @@
 set -eu
 
 PKGS="make gcc clang pkg-config liburcu-dev libcmocka-dev liblttng-ust-dev
-zlib1g-dev python3 lttng-tools babeltrace2
+zlib1g-dev python3 python3-torch lttng-tools babeltrace2
 clang-format clang-tidy cppcheck"
 
 missing=""

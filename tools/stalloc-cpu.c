@@ -1,0 +1,659 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tools/stalloc-cpu.c - libstalloc-cpu.so, an LD_PRELOAD library that puts
+ * PyTorch's CPU tensors into libstalloc (host backend)
+ *
+ * PyTorch 1.13 allocates every CPU tensor in c10::alloc_cpu(), which calls
+ * posix_memalign(64, n), and frees it in c10::free_cpu(), which calls
+ * free().  This library interposes posix_memalign, aligned_alloc, memalign
+ * and free.  An aligned allocation is served by stalloc_malloc(size, 0,
+ * NULL) when its return address lies in libc10.so's text and its size is
+ * at least STALLOC_CPU_MIN; everything else goes to glibc (__libc_memalign,
+ * __libc_free).  A free goes to stalloc_free() when stalloc_owns() says the
+ * pointer lies in stalloc's reservation (one range check), to glibc
+ * otherwise.  STALLOC_BACKEND is forced to "host"; STALLOC_MODE,
+ * STALLOC_PLAN, STALLOC_TRACE, STALLOC_AUTO_ITERS work as in the runtime
+ * (Documentation/mapper.rst).
+ *
+ * Invariants:
+ * - a pointer inside stalloc's reservation never goes to glibc, and a
+ *   pointer outside it never goes to stalloc: no allocator ever sees the
+ *   other's memory, so a mix-up cannot corrupt either heap;
+ * - stalloc_shutdown() is never called: tensors freed by static destructors
+ *   after ours must still find the reservation;
+ * - if libstalloc fails to set up, routing stops for good after one warning
+ *   and every request goes to glibc.
+ *
+ * Locking and re-entrancy:
+ * - libstalloc's own code may call free() and posix_memalign(): a
+ *   thread-local guard (initial-exec TLS, so reading it never allocates)
+ *   sends every call made while the thread is inside libstalloc straight to
+ *   glibc;
+ * - libc10's text range is published once with release/acquire atomics;
+ *   the counters are relaxed atomics;
+ * - the address log (STALLOC_CPU_ADDR_LOG) is a buffer under log_lock, a
+ *   plain mutex that never calls malloc; a free is logged before the block
+ *   goes back to stalloc and an allocation after it came out, so the log's
+ *   order never shows two live blocks overlapping when none did.
+ *
+ * Fork: the host backend maps memfd pages MAP_SHARED, so a child would
+ * write into its parent's tensors.  The child handler replaces every shared
+ * mapping in the reservation by a private copy and stops routing: the
+ * child's new tensors come from glibc, its frees of inherited stalloc
+ * blocks are dropped (they are the parent's to free), and it never takes a
+ * lock another thread of the parent may have held at fork.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <stalloc/stalloc.h>
+
+#define CPU_API __attribute__((visibility("default")))
+#define CPU_MIN_DEFAULT 1024
+#define LOG_BUF_SIZE 65536
+#define MAX_PRIV_RANGES 1024
+
+/* glibc's own allocator entry points (exported by libc.so.6). */
+extern void *__libc_memalign(size_t alignment, size_t size);
+extern void __libc_free(void *ptr);
+
+static __thread int in_stalloc __attribute__((tls_model("initial-exec")));
+
+static bool ready; /* constructor ran, settings read */
+static bool disabled; /* libstalloc failed: glibc only */
+static bool in_child; /* after fork: glibc only */
+static size_t cpu_min = CPU_MIN_DEFAULT;
+static uintptr_t c10_lo, c10_hi; /* libc10.so's text; c10_hi set last */
+static unsigned long long dl_adds_seen;
+
+static struct {
+	unsigned long long routed, routed_bytes, small, other, fallback;
+	unsigned long long frees, child_frees;
+} cnt;
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static int log_fd = -1;
+static bool log_direct; /* after the destructor: write each line at once */
+static size_t log_len;
+static unsigned long long log_id;
+static char log_buf[LOG_BUF_SIZE];
+
+static void count(unsigned long long *c, unsigned long long n)
+{
+	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+}
+
+/* stderr as it was at start: some programs close it before exiting */
+static int warn_fd = STDERR_FILENO;
+
+static void warn_msg(const char *msg)
+{
+	ssize_t r = write(warn_fd, msg, strlen(msg));
+
+	(void)r;
+}
+
+/* ------------------------------------------------------ glibc fallbacks */
+
+static bool pow2(size_t x)
+{
+	return x && !(x & (x - 1));
+}
+
+static int glibc_posix_memalign(void **out, size_t align, size_t size)
+{
+	void *p;
+
+	if (align % sizeof(void *) || !pow2(align / sizeof(void *)))
+		return EINVAL;
+	p = __libc_memalign(align, size);
+	if (!p)
+		return ENOMEM;
+	*out = p;
+	return 0;
+}
+
+/* ------------------------------------------------------ the address log */
+
+static void log_flush_locked(void)
+{
+	size_t off = 0;
+
+	while (off < log_len) {
+		ssize_t r = write(log_fd, log_buf + off, log_len - off);
+
+		if (r <= 0)
+			break;
+		off += (size_t)r;
+	}
+	log_len = 0;
+}
+
+static char *put_hex(char *s, uint64_t v)
+{
+	char tmp[16];
+	int n = 0;
+
+	*s++ = '0';
+	*s++ = 'x';
+	do {
+		tmp[n++] = "0123456789abcdef"[v & 15];
+		v >>= 4;
+	} while (v);
+	while (n)
+		*s++ = tmp[--n];
+	return s;
+}
+
+static char *put_dec(char *s, uint64_t v)
+{
+	char tmp[20];
+	int n = 0;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n)
+		*s++ = tmp[--n];
+	return s;
+}
+
+/* "a ID ADDR SIZE" for an allocation, "f ADDR" for a free. */
+static void log_event(bool alloc, const void *ptr, size_t size)
+{
+	char line[80], *s = line;
+
+	if (log_fd < 0 || in_child)
+		return;
+	pthread_mutex_lock(&log_lock);
+	*s++ = alloc ? 'a' : 'f';
+	*s++ = ' ';
+	if (alloc) {
+		s = put_dec(s, log_id++);
+		*s++ = ' ';
+	}
+	s = put_hex(s, (uint64_t)(uintptr_t)ptr);
+	if (alloc) {
+		*s++ = ' ';
+		s = put_dec(s, size);
+	}
+	*s++ = '\n';
+	if (log_len + (size_t)(s - line) > sizeof(log_buf))
+		log_flush_locked();
+	memcpy(log_buf + log_len, line, (size_t)(s - line));
+	log_len += (size_t)(s - line);
+	if (log_direct)
+		log_flush_locked();
+	pthread_mutex_unlock(&log_lock);
+}
+
+/* ------------------------------------------------------ who is calling */
+
+struct c10_search {
+	unsigned long long adds;
+	bool unchanged;
+	uintptr_t lo, hi;
+};
+
+static bool is_c10(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	return !strncmp(base, "libc10.so", 9) &&
+	       (base[9] == '\0' || base[9] == '.');
+}
+
+static int c10_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct c10_search *cs = arg;
+	int i;
+
+	if (size >= offsetof(struct dl_phdr_info, dlpi_subs) && !cs->adds) {
+		/* first object: has anything been loaded since last time? */
+		cs->adds = info->dlpi_adds;
+		if (cs->adds ==
+		    __atomic_load_n(&dl_adds_seen, __ATOMIC_RELAXED)) {
+			cs->unchanged = true;
+			return 1;
+		}
+	}
+	if (!info->dlpi_name || !is_c10(info->dlpi_name))
+		return 0;
+	for (i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+			continue;
+		cs->lo = info->dlpi_addr + ph->p_vaddr;
+		cs->hi = cs->lo + ph->p_memsz;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * Is @ra, a return address, inside libc10.so?  Until libc10 is found, each
+ * call asks the loader whether objects were added since the last search
+ * (one callback) and searches them only then.
+ */
+static bool from_c10(uintptr_t ra)
+{
+	uintptr_t hi = __atomic_load_n(&c10_hi, __ATOMIC_ACQUIRE);
+	struct c10_search cs = { 0 };
+
+	if (hi)
+		return ra >= c10_lo && ra < hi;
+	dl_iterate_phdr(c10_cb, &cs);
+	if (cs.unchanged)
+		return false;
+	__atomic_store_n(&dl_adds_seen, cs.adds, __ATOMIC_RELAXED);
+	if (!cs.hi)
+		return false;
+	c10_lo = cs.lo;
+	__atomic_store_n(&c10_hi, cs.hi, __ATOMIC_RELEASE);
+	return ra >= cs.lo && ra < cs.hi;
+}
+
+/* ------------------------------------------------------ the entry points */
+
+/*
+ * Serve one aligned request: stalloc for libc10's tensors, glibc for the
+ * rest.  Returns 0 or an errno value, as posix_memalign does.
+ */
+static int cpu_alloc(void **out, size_t align, size_t size, uintptr_t ra)
+{
+	void *p;
+
+	if (!ready || disabled || in_child || in_stalloc || align > 512 ||
+	    !pow2(align))
+		return glibc_posix_memalign(out, align, size);
+	if (!from_c10(ra)) {
+		count(&cnt.other, 1);
+		return glibc_posix_memalign(out, align, size);
+	}
+	if (size < cpu_min) {
+		count(&cnt.small, 1);
+		return glibc_posix_memalign(out, align, size);
+	}
+	in_stalloc = 1;
+	p = stalloc_malloc(size, 0, NULL);
+	if (!p) {
+		struct stalloc_stats st;
+
+		if (stalloc_stats(0, &st) == -ENOENT &&
+		    !__atomic_exchange_n(&disabled, true, __ATOMIC_RELAXED)) {
+			warn_msg("stalloc-cpu: warning: libstalloc cannot "
+				 "start (");
+			warn_msg(stalloc_last_error());
+			warn_msg("): every allocation goes to glibc\n");
+		}
+		in_stalloc = 0;
+		count(&cnt.fallback, 1);
+		return glibc_posix_memalign(out, align, size);
+	}
+	in_stalloc = 0;
+	count(&cnt.routed, 1);
+	count(&cnt.routed_bytes, size);
+	log_event(true, p, size);
+	*out = p;
+	return 0;
+}
+
+CPU_API int posix_memalign(void **memptr, size_t alignment, size_t size)
+{
+	uintptr_t ra = (uintptr_t)__builtin_return_address(0);
+
+	if (alignment % sizeof(void *) || !pow2(alignment / sizeof(void *)))
+		return EINVAL;
+	return cpu_alloc(memptr, alignment, size, ra);
+}
+
+CPU_API void *aligned_alloc(size_t alignment, size_t size)
+{
+	uintptr_t ra = (uintptr_t)__builtin_return_address(0);
+	void *p = NULL;
+	int err;
+
+	if (!pow2(alignment)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (alignment < sizeof(void *))
+		alignment = sizeof(void *);
+	err = cpu_alloc(&p, alignment, size, ra);
+	if (err)
+		errno = err;
+	return err ? NULL : p;
+}
+
+CPU_API void *memalign(size_t alignment, size_t size)
+{
+	uintptr_t ra = (uintptr_t)__builtin_return_address(0);
+	void *p = NULL;
+	int err;
+
+	if (!pow2(alignment) || alignment < sizeof(void *))
+		return __libc_memalign(alignment, size);
+	err = cpu_alloc(&p, alignment, size, ra);
+	if (err)
+		errno = err;
+	return err ? NULL : p;
+}
+
+CPU_API void free(void *ptr)
+{
+	if (!ptr)
+		return;
+	if (in_stalloc || !stalloc_owns(ptr, 0)) {
+		__libc_free(ptr);
+		return;
+	}
+	if (in_child) {
+		/* the parent's block: the parent frees it */
+		count(&cnt.child_frees, 1);
+		return;
+	}
+	log_event(false, ptr, 0);
+	in_stalloc = 1;
+	stalloc_free(ptr, 0, 0, NULL);
+	in_stalloc = 0;
+	count(&cnt.frees, 1);
+}
+
+/* ------------------------------------------------------ fork */
+
+struct prange {
+	uintptr_t lo, hi;
+	int prot;
+	bool shared;
+};
+
+/* the reservation's mappings, read before fork; the child's shared ones */
+static struct prange fork_ranges[MAX_PRIV_RANGES];
+static int nr_fork_ranges;
+static struct prange child_ranges[MAX_PRIV_RANGES];
+
+static uintptr_t parse_hex(const char **s)
+{
+	uintptr_t v = 0;
+
+	for (;; (*s)++) {
+		char c = **s;
+
+		if (c >= '0' && c <= '9')
+			v = v * 16 + (uintptr_t)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			v = v * 16 + (uintptr_t)(c - 'a' + 10);
+		else
+			return v;
+	}
+}
+
+/* One line of /proc/self/maps: keep the mappings inside the reservation. */
+static void maps_line(const char *s, struct prange *out, int *n)
+{
+	struct prange r = { 0 };
+
+	r.lo = parse_hex(&s);
+	if (*s++ != '-')
+		return;
+	r.hi = parse_hex(&s);
+	/* the permissions: four characters, e.g. "rw-s" */
+	if (*s++ != ' ' || !s[0] || !s[1] || !s[2] || !s[3] ||
+	    *n == MAX_PRIV_RANGES || !stalloc_owns((void *)r.lo, 0))
+		return;
+	if (s[0] == 'r')
+		r.prot |= PROT_READ;
+	if (s[1] == 'w')
+		r.prot |= PROT_WRITE;
+	r.shared = s[3] == 's';
+	out[(*n)++] = r;
+}
+
+/*
+ * Read the reservation's mappings into @out (at most MAX_PRIV_RANGES):
+ * collected first, acted on later, since remapping while reading the file
+ * would race with it.  No malloc: this runs around fork.
+ */
+static int collect_ranges(struct prange *out)
+{
+	char buf[4096], line[512];
+	size_t ll = 0;
+	ssize_t r, i;
+	int fd, n = 0;
+
+	fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	while ((r = read(fd, buf, sizeof(buf))) > 0) {
+		for (i = 0; i < r; i++) {
+			if (buf[i] != '\n') {
+				if (ll < sizeof(line) - 1)
+					line[ll++] = buf[i];
+				continue;
+			}
+			line[ll] = '\0';
+			maps_line(line, out, &n);
+			ll = 0;
+		}
+	}
+	close(fd);
+	return n;
+}
+
+/* Give the child a private copy of every shared page of the reservation. */
+static void privatize(void)
+{
+	int i, n = collect_ranges(child_ranges);
+
+	for (i = 0; i < n; i++) {
+		struct prange *pr = &child_ranges[i];
+		size_t len = pr->hi - pr->lo;
+		void *at = (void *)pr->lo;
+		void *tmp;
+
+		if (!pr->shared)
+			continue;
+		tmp = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (tmp != MAP_FAILED) {
+			if (pr->prot & PROT_READ)
+				memcpy(tmp, at, len);
+			if (!mprotect(tmp, len, pr->prot) &&
+			    mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
+				   at) != MAP_FAILED)
+				continue;
+			munmap(tmp, len);
+		}
+		/* no memory for a copy: the child may read, never write */
+		mprotect(at, len, pr->prot & PROT_READ);
+	}
+}
+
+/*
+ * The host backend marks stalloc's memory MADV_DONTFORK (a GPU's memory is
+ * not inherited), but a CPU tensor must be: a child reads the tensors it
+ * inherits (a DataLoader worker, say).  Around fork the reservation is
+ * inheritable; the child then copies the shared pages, the parent marks
+ * them MADV_DONTFORK again.
+ */
+static void fork_prepare(void)
+{
+	int i;
+
+	pthread_mutex_lock(&log_lock);
+	nr_fork_ranges = 0;
+	if (in_child || !c10_hi)
+		return;
+	nr_fork_ranges = collect_ranges(fork_ranges);
+	for (i = 0; i < nr_fork_ranges; i++)
+		madvise((void *)fork_ranges[i].lo,
+			fork_ranges[i].hi - fork_ranges[i].lo, MADV_DOFORK);
+}
+
+static void fork_parent(void)
+{
+	int i;
+
+	for (i = 0; i < nr_fork_ranges; i++)
+		madvise((void *)fork_ranges[i].lo,
+			fork_ranges[i].hi - fork_ranges[i].lo, MADV_DONTFORK);
+	pthread_mutex_unlock(&log_lock);
+}
+
+static void fork_child(void)
+{
+	bool had = nr_fork_ranges > 0;
+
+	in_child = true;
+	log_len = 0;
+	if (log_fd >= 0)
+		close(log_fd);
+	log_fd = -1;
+	pthread_mutex_unlock(&log_lock);
+	if (had)
+		privatize();
+	else if (nr_fork_ranges < 0)
+		warn_msg("stalloc-cpu: warning: fork: cannot read "
+			 "/proc/self/maps: the child cannot read the parent's "
+			 "tensors\n");
+}
+
+/* ------------------------------------------------------ set-up, exit */
+
+static const char *mode_name(void)
+{
+	const char *m = getenv("STALLOC_MODE");
+
+	return m && *m ? m : "off";
+}
+
+static void write_stats(const char *path)
+{
+	struct stalloc_stats st = { 0 };
+	bool used;
+	FILE *f;
+
+	in_stalloc = 1;
+	used = !stalloc_stats(0, &st);
+	in_stalloc = 0;
+	f = fopen(path, "w");
+	if (!f) {
+		warn_msg(
+			"stalloc-cpu: warning: cannot write STALLOC_CPU_STATS\n");
+		return;
+	}
+	fprintf(f,
+		"{\"pid\": %d, \"mode\": \"%s\", \"c10_found\": %s, "
+		"\"disabled\": %s, \"min_size\": %zu, \"device_used\": %s,\n"
+		" \"routed\": %llu, \"routed_bytes\": %llu, \"frees\": %llu, "
+		"\"small\": %llu, \"other\": %llu, \"fallback\": %llu,\n"
+		" \"allocated_peak\": %llu, \"reserved_peak\": %llu, "
+		"\"mapped_peak\": %llu, \"mapped\": %llu,\n"
+		" \"plan_hits\": %llu, \"plan_misses\": %llu, "
+		"\"allocs\": %llu, \"stalloc_frees\": %llu, "
+		"\"bad_frees\": %llu, \"oom\": %llu, \"driver_calls\": %llu}\n",
+		(int)getpid(), mode_name(), c10_hi ? "true" : "false",
+		disabled ? "true" : "false", cpu_min, used ? "true" : "false",
+		cnt.routed, cnt.routed_bytes, cnt.frees, cnt.small, cnt.other,
+		cnt.fallback, (unsigned long long)st.allocated_peak,
+		(unsigned long long)st.reserved_peak,
+		(unsigned long long)st.mapped_peak,
+		(unsigned long long)st.mapped, (unsigned long long)st.plan_hits,
+		(unsigned long long)st.plan_misses,
+		(unsigned long long)st.allocs, (unsigned long long)st.frees,
+		(unsigned long long)st.bad_frees, (unsigned long long)st.oom,
+		(unsigned long long)st.driver_calls);
+	fclose(f);
+}
+
+/* STALLOC_CPU_MIN: a byte count with an optional K, M or G suffix. */
+static void read_min(void)
+{
+	const char *s = getenv("STALLOC_CPU_MIN");
+	unsigned long long v;
+	unsigned int shift = 0;
+	char *end;
+
+	if (!s || !*s)
+		return;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (*end && strchr("KkMmGg", *end)) {
+		shift = *end == 'K' || *end == 'k' ? 10 :
+			*end == 'M' || *end == 'm' ? 20 :
+						     30;
+		end++;
+	}
+	if (errno || *end || end == s || v > (SIZE_MAX >> shift)) {
+		fprintf(stderr,
+			"stalloc-cpu: warning: STALLOC_CPU_MIN=\"%s\" is not a "
+			"size: using %d\n",
+			s, CPU_MIN_DEFAULT);
+		return;
+	}
+	v <<= shift;
+	cpu_min = v ? (size_t)v : 1;
+}
+
+static void __attribute__((constructor)) cpu_init(void)
+{
+	const char *be = getenv("STALLOC_BACKEND");
+	const char *path = getenv("STALLOC_CPU_ADDR_LOG");
+
+	if (be && *be && strcmp(be, "host") != 0)
+		fprintf(stderr,
+			"stalloc-cpu: STALLOC_BACKEND=%s ignored: CPU tensors "
+			"use the host backend\n",
+			be);
+	setenv("STALLOC_BACKEND", "host", 1);
+	/* the runtime's one-time warnings (bad plan, ...) must be seen */
+	setenv("STALLOC_LOG", "warn", 0);
+	read_min();
+	if (path && *path) {
+		log_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+			      0644);
+		if (log_fd < 0)
+			fprintf(stderr,
+				"stalloc-cpu: warning: STALLOC_CPU_ADDR_LOG: "
+				"cannot open %s: %s\n",
+				path, strerror(errno));
+	}
+	warn_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+	if (warn_fd < 0)
+		warn_fd = STDERR_FILENO;
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	ready = true;
+}
+
+static void __attribute__((destructor)) cpu_fini(void)
+{
+	const char *path = getenv("STALLOC_CPU_STATS");
+
+	if (in_child)
+		return;
+	if (!c10_hi)
+		warn_msg("stalloc-cpu: warning: libc10.so was never loaded "
+			 "(not a PyTorch program?): every allocation went to "
+			 "glibc\n");
+	/* a wrapper (time, sh) must not overwrite its child's figures */
+	if (path && *path && c10_hi)
+		write_stats(path);
+	pthread_mutex_lock(&log_lock);
+	if (log_fd >= 0)
+		log_flush_locked();
+	log_direct = true;
+	pthread_mutex_unlock(&log_lock);
+}
