@@ -425,6 +425,7 @@ static void note(struct matcher *m, uint64_t addr, uint64_t req, uint64_t id,
 static bool match_place(struct matcher *m, uint64_t size, void *stream,
 			uint64_t *addr, uint32_t *ent, bool *miss);
 static void implicit_iteration(struct matcher *m, uint64_t asize);
+static void missed_marker(struct matcher *m, uint64_t asize);
 
 bool match_alloc(struct matcher *m, uint64_t size, uint64_t id, void *stream,
 		 uint64_t *addr, uint32_t *ent, bool *miss)
@@ -447,6 +448,8 @@ static bool match_place(struct matcher *m, uint64_t size, void *stream,
 		return false;
 	if (!m->marked)
 		implicit_iteration(m, asize);
+	else
+		missed_marker(m, asize);
 	if (m->disabled)
 		return false;
 	if (m->marks <= m->plan->warmup)
@@ -553,6 +556,12 @@ static bool next_iteration(struct matcher *m)
 bool match_iteration(struct matcher *m)
 {
 	m->marked = true;
+	if (m->implicit) {
+		m->implicit = false;
+		/* late: the iteration it starts began a few requests ago */
+		if (m->cursor <= 2 * MATCH_AHEAD)
+			return true;
+	}
 	return next_iteration(m);
 }
 
@@ -562,25 +571,57 @@ bool match_iteration(struct matcher *m)
  * when its last position was matched, or when a request near its end fits
  * the start of the next one better than anything left.
  */
+/*
+ * Does a request of @asize, near the end of the iteration, belong to the
+ * next one?  Yes when nothing near the cursor takes it and one of the
+ * next iteration's first positions does.
+ */
+static bool wrapped(const struct matcher *m, uint64_t asize)
+{
+	uint32_t n = m->plan->nr_positions, k;
+
+	if (m->cursor + MATCH_AHEAD < n || find_pos(m, asize) >= 0)
+		return false;
+	for (k = 0; k < MATCH_AHEAD && k < n; k++)
+		if (fits(m, k, asize, false))
+			return true;
+	return false;
+}
+
 static void implicit_iteration(struct matcher *m, uint64_t asize)
 {
 	const struct stalloc_plan *p = m->plan;
-	uint32_t k;
 
 	if (m->marks <= p->warmup) {
 		if (m->pro_pos < p->nr_prologue)
 			return;
 		m->marks = p->warmup;
-	} else if (m->cursor < p->nr_positions) {
-		if (m->cursor + MATCH_AHEAD < p->nr_positions ||
-		    find_pos(m, asize) >= 0)
-			return;
-		for (k = 0; k < MATCH_AHEAD && k < p->nr_positions; k++)
-			if (fits(m, k, asize, false))
-				break;
-		if (k == MATCH_AHEAD || k == p->nr_positions)
-			return;
+	} else if (m->cursor < p->nr_positions && !wrapped(m, asize)) {
+		return;
 	}
+	if (!next_iteration(m))
+		sa_log(STALLOC_LOG_WARN,
+		       "runtime: device %d: the plan does not fit this "
+		       "workload: continuing without it",
+		       vmm_device(m->vmm));
+}
+
+/*
+ * Markers come, but one is late or missing: the next iteration's first
+ * requests are recognised as they are without it.  The marker, if it comes
+ * after all, then starts nothing new (see match_iteration).
+ */
+static void missed_marker(struct matcher *m, uint64_t asize)
+{
+	const struct stalloc_plan *p = m->plan;
+
+	if (m->implicit || m->marks < p->warmup)
+		return;
+	/* the warm-up's last iteration ends with its last allocation */
+	if (m->marks == p->warmup ? m->pro_pos < p->nr_prologue :
+				    !wrapped(m, asize))
+		return;
+	m->implicit = true;
 	if (!next_iteration(m))
 		sa_log(STALLOC_LOG_WARN,
 		       "runtime: device %d: the plan does not fit this "

@@ -67,6 +67,8 @@ struct match_use {
  *	warm-up's dynamic memory can go (the runtime clears it)
  * @disabled: the plan does not fit this workload: served dynamically
  * @marked: markers were seen; without them iteration starts are inferred
+ * @implicit: with markers, this iteration's start was inferred (its marker
+ *	was missing or late)
  */
 struct matcher {
 	struct stalloc_plan *plan;
@@ -90,7 +92,8 @@ struct matcher {
 	uint64_t *seen_size;
 	bool warm_done;
 	bool disabled;
-	bool marked; /* "iteration" markers come: no implicit starts */
+	bool marked; /* "iteration" markers come */
+	bool implicit;
 };
 
 /* Take @plan (owned from now on); the pool starts at the space's base. */

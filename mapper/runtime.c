@@ -409,7 +409,10 @@ static void warmup_done(struct mdev *d)
 	if (likely(!d->match.warm_done))
 		return;
 	d->match.warm_done = false;
-	d->warm_trim = d->match.marks == d->match.plan->warmup + 1;
+	/* stalloc_free reads it without the lock */
+	__atomic_store_n(&d->warm_trim,
+			 d->match.marks == d->match.plan->warmup + 1,
+			 __ATOMIC_RELAXED);
 	slab_trim(&d->slab);
 	dyn_release(&d->dyn);
 }
@@ -596,7 +599,8 @@ void stalloc_free(void *ptr, size_t size, int device, void *stream)
 	 * Trimming waits for an RCU grace period (vmm_trim): never inside
 	 * the read-side section above.
 	 */
-	if (unlikely(d->cache_limit || d->warm_trim)) {
+	if (unlikely(d->cache_limit ||
+		     __atomic_load_n(&d->warm_trim, __ATOMIC_RELAXED))) {
 		pthread_mutex_lock(&d->lock);
 		if (d->warm_trim)
 			dyn_release(&d->dyn);
