@@ -210,6 +210,18 @@ static inline void rb_iset_free(struct rb_iset *s)
 
 /* ---------------------------------------------------------- stamping */
 
+/* xorshift64*: deterministic, seeded by the caller (never 0). */
+static inline uint64_t rb_rng_next(uint64_t *s)
+{
+	uint64_t x = *s;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 0x2545f4914f6cdd1dULL;
+}
+
 static inline uint64_t rb_seed(const void *p, uint64_t tag)
 {
 	return (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ULL ^ tag;

@@ -14,17 +14,6 @@ PLAN="$O/stalloc-plan"
 W="$SHARED/workloads"
 . tests/tap.sh
 
-# expect CODE DESCRIPTION CMD... : the command exits with CODE
-expect() {
-	code=$1
-	what=$2
-	shift 2
-	"$@" >"$tmp/out" 2>"$tmp/err"
-	rc=$?
-	[ "$rc" = "$code" ]
-	ok $? "$what (exit $rc)"
-}
-
 echo "1..17"
 expect 0 "--help" "$PLAN" --help
 expect 2 "no input" "$PLAN"

@@ -24,6 +24,7 @@
 #include <stalloc/planner.h>
 #include <stalloc/stalloc.h>
 
+#include "tests/robust-common.h"
 #include "tests/vmm-fixture.h"
 
 #define MB (1ULL << 20)
@@ -44,28 +45,6 @@ static int teardown(void **state)
 	(void)state;
 	stalloc_shutdown();
 	return 0;
-}
-
-/* A word at each end of the block (memcpy: the end may be unaligned). */
-static void fill(void *p, size_t n, uint64_t seed)
-{
-	uint64_t inv = ~seed;
-
-	if (n >= 16) {
-		memcpy(p, &seed, 8);
-		memcpy((char *)p + n - 8, &inv, 8);
-	}
-}
-
-static bool check(const void *p, size_t n, uint64_t seed)
-{
-	uint64_t a, b;
-
-	if (n < 16)
-		return true;
-	memcpy(&a, p, 8);
-	memcpy(&b, (const char *)p + n - 8, 8);
-	return a == seed && b == ~seed;
 }
 
 struct blk {
@@ -108,12 +87,12 @@ static void test_basic(void **state)
 		b[i].p = stalloc_malloc(sizes[i], 0, NULL);
 		assert_non_null(b[i].p);
 		assert_int_equal((uintptr_t)b[i].p % 512, 0);
-		fill(b[i].p, b[i].n, i);
+		rb_stamp(b[i].p, b[i].n, i);
 		total += sizes[i];
 	}
 	assert_disjoint(b, 9);
 	for (i = 0; i < 9; i++)
-		assert_true(check(b[i].p, b[i].n, i));
+		assert_true(rb_stamp_ok(b[i].p, b[i].n, i));
 	assert_int_equal(stalloc_stats(0, &st), 0);
 	assert_int_equal(st.allocated, total);
 	assert_int_equal(st.allocs, 9);
@@ -162,8 +141,8 @@ static void test_bad_input(void **state)
 	stalloc_free(&on_stack, 4, 0, NULL); /* not ours */
 	stalloc_free((char *)p + 512, 0, 0, NULL); /* inside a block */
 	stalloc_free(p, 1234, 0, NULL); /* wrong size: left alone */
-	fill(p, 4096, 9);
-	assert_true(check(p, 4096, 9));
+	rb_stamp(p, 4096, 9);
+	assert_true(rb_stamp_ok(p, 4096, 9));
 	stalloc_free(p, 4096, 0, NULL);
 	stalloc_free(p, 4096, 0, NULL); /* twice */
 	stalloc_free(NULL, 0, 0, NULL); /* ignored */
@@ -197,7 +176,7 @@ static void test_empty_cache(void **state)
 	/* and it grows again on demand */
 	p[0] = stalloc_malloc(8 * MB, 0, NULL);
 	assert_non_null(p[0]);
-	fill(p[0], 8 * MB, 1);
+	rb_stamp(p[0], 8 * MB, 1);
 	stalloc_free(p[0], 8 * MB, 0, NULL);
 }
 
@@ -261,8 +240,8 @@ static void *churn(void *arg)
 		x ^= x << 17;
 		k = (int)(x % 32);
 		if (live[k].p) {
-			failed |= !check(live[k].p, live[k].n,
-					 (uintptr_t)live[k].p);
+			failed |= !rb_stamp_ok(live[k].p, live[k].n,
+					       (uintptr_t)live[k].p);
 			stalloc_free(live[k].p, live[k].n, 0, NULL);
 			live[k].p = NULL;
 		} else {
@@ -270,8 +249,8 @@ static void *churn(void *arg)
 			live[k].p = stalloc_malloc(live[k].n, 0, NULL);
 			failed |= !live[k].p;
 			if (live[k].p)
-				fill(live[k].p, live[k].n,
-				     (uintptr_t)live[k].p);
+				rb_stamp(live[k].p, live[k].n,
+					 (uintptr_t)live[k].p);
 		}
 	}
 	for (r = 0; r < 32; r++)
@@ -375,11 +354,11 @@ static void workload_iter(struct blk *live, size_t scale, bool extra,
 			x = stalloc_malloc(3 * MB + 512, 0, NULL);
 		live[j].p = stalloc_malloc(live[j].n, 0, NULL);
 		assert_non_null(live[j].p);
-		fill(live[j].p, live[j].n, j);
+		rb_stamp(live[j].p, live[j].n, j);
 	}
 	assert_disjoint(live, 6);
 	for (j = 6; j-- > 0;) {
-		assert_true(check(live[j].p, live[j].n, (uint64_t)j));
+		assert_true(rb_stamp_ok(live[j].p, live[j].n, (uint64_t)j));
 		stalloc_free(live[j].p, live[j].n, 0, NULL);
 	}
 	if (x)
@@ -556,7 +535,7 @@ static void *moe_iter(int k, void **b_out)
 	a = stalloc_malloc(8 * MB, 0, NULL);
 	stalloc_free(a, 0, 0, NULL);
 	b = stalloc_malloc((size_t)(1 + k % 3) * MB, 0, NULL);
-	fill(b, (size_t)(1 + k % 3) * MB, 7);
+	rb_stamp(b, (size_t)(1 + k % 3) * MB, 7);
 	stalloc_free(b, 0, 0, NULL);
 	c = stalloc_malloc(8 * MB, 0, NULL);
 	stalloc_free(c, 0, 0, NULL);
@@ -805,7 +784,7 @@ static void test_slab(void **state)
 		b[i].p = stalloc_malloc(b[i].n, 0, NULL);
 		assert_non_null(b[i].p);
 		assert_int_equal((uintptr_t)b[i].p % 512, 0);
-		fill(b[i].p, b[i].n, i);
+		rb_stamp(b[i].p, b[i].n, i);
 		if (i < 1000) {
 			lo = (uintptr_t)b[i].p < lo ? (uintptr_t)b[i].p : lo;
 			hi = (uintptr_t)b[i].p > hi ? (uintptr_t)b[i].p : hi;
@@ -814,18 +793,18 @@ static void test_slab(void **state)
 	/* 1000 x 512 B = 500 KiB: two slabs of 256 KiB, and a bit */
 	assert_true(hi - lo < 3 * 256 * 1024);
 	for (i = 0; i < 3000; i++)
-		assert_true(check(b[i].p, b[i].n, i));
+		assert_true(rb_stamp_ok(b[i].p, b[i].n, i));
 	assert_disjoint(b, 3000);
 	for (i = 0; i < 3000; i += 2)
 		stalloc_free(b[i].p, b[i].n, 0, NULL);
 	for (i = 0; i < 3000; i += 2) {
 		b[i].p = stalloc_malloc(b[i].n, 0, NULL);
 		assert_non_null(b[i].p);
-		fill(b[i].p, b[i].n, i);
+		rb_stamp(b[i].p, b[i].n, i);
 	}
 	assert_disjoint(b, 3000);
 	for (i = 0; i < 3000; i++) {
-		assert_true(check(b[i].p, b[i].n, i));
+		assert_true(rb_stamp_ok(b[i].p, b[i].n, i));
 		stalloc_free(b[i].p, b[i].n, 0, NULL);
 	}
 	old = stalloc_set_log_level(STALLOC_LOG_NONE);
@@ -861,7 +840,7 @@ static void test_driver_faults(void **state)
 		fk->fail_nth("cuMemMap", (unsigned long)n, 2);
 		q = stalloc_malloc(16 * MB, 0, NULL);
 		if (q) {
-			fill(q, 16 * MB, 3);
+			rb_stamp(q, 16 * MB, 3);
 			stalloc_free(q, 0, 0, NULL);
 		}
 		fk->fail_clear();

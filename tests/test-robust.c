@@ -274,20 +274,9 @@ static const char *const pkind_names[P_NR] = {
 	"insert", "delete", "resize", "reorder", "eval-pass", "no-marker",
 };
 
-static uint64_t rng_next(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545f4914f6cdd1dULL;
-}
-
 static size_t rng_below(uint64_t *s, size_t n)
 {
-	return n ? (size_t)(rng_next(s) % n) : 0;
+	return n ? (size_t)(rb_rng_next(s) % n) : 0;
 }
 
 /* A growable copy of a trace being perturbed. */
@@ -541,7 +530,7 @@ static void perturb_one(int trace, unsigned long i, uint64_t seed,
 	struct stalloc_stats st = { 0 };
 	struct ptrace pt;
 
-	rng_next(&s);
+	rb_rng_next(&s);
 	if (i == clean_index) {
 		pt.t = traces[trace];
 	} else {

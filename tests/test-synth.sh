@@ -15,17 +15,6 @@ SYNTH="$O/stalloc-synth"
 PLAN="$O/stalloc-plan"
 . tests/tap.sh
 
-# expect CODE DESCRIPTION CMD... : the command exits with CODE
-expect() {
-	code=$1
-	what=$2
-	shift 2
-	"$@" >"$tmp/out" 2>"$tmp/err"
-	rc=$?
-	[ "$rc" = "$code" ]
-	ok $? "$what (exit $rc)"
-}
-
 # plan NAME SYNTH-OPTIONS...: generate $tmp/NAME.trace, plan it as JSON
 plan() {
 	name=$1

@@ -87,17 +87,6 @@ static int nr_workers;
 static int stop, pause_req;
 static pthread_barrier_t barrier;
 
-static uint64_t rng_next(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545f4914f6cdd1dULL;
-}
-
 static void take(struct worker *w, struct tblk *k, uint64_t size, int dev,
 		 uint64_t tag)
 {
@@ -134,7 +123,7 @@ static void give(struct worker *w, struct tblk *k)
 
 static void random_op(struct worker *w)
 {
-	uint64_t x = rng_next(&w->rng);
+	uint64_t x = rb_rng_next(&w->rng);
 	struct tblk *k = &w->slot[x % SLOTS];
 	uint64_t size, r = (x >> 8) % 100;
 
