@@ -162,7 +162,7 @@ int sa_parse_size(const char *s, uint64_t *out)
 	unsigned int shift;
 	char *end;
 
-	if (!s || !*s || *s == '-' || *s == '+')
+	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ' || *s == '\t')
 		return -EINVAL;
 	errno = 0;
 	v = strtoull(s, &end, 0);
@@ -172,6 +172,11 @@ int sa_parse_size(const char *s, uint64_t *out)
 		return -EINVAL;
 	*out = (uint64_t)v << shift;
 	return 0;
+}
+
+int stalloc_parse_size(const char *s, uint64_t *out)
+{
+	return sa_parse_size(s, out);
 }
 
 int sa_env_size(const char *name, uint64_t def, uint64_t *out)

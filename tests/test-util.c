@@ -53,7 +53,9 @@ static void test_parse_size(void **state)
 					   "2MM",
 					   "1e3",
 					   "99999999999999999999",
-					   "17000000000000G" };
+					   "17000000000000G",
+					   " 5",
+					   "\t5" };
 	uint64_t v;
 	size_t i;
 
@@ -61,9 +63,14 @@ static void test_parse_size(void **state)
 	for (i = 0; i < ARRAY_SIZE(good); i++) {
 		assert_int_equal(sa_parse_size(good[i].s, &v), 0);
 		assert_int_equal(v, good[i].v);
+		/* the public twin the tools use */
+		assert_int_equal(stalloc_parse_size(good[i].s, &v), 0);
+		assert_int_equal(v, good[i].v);
 	}
-	for (i = 0; i < ARRAY_SIZE(bad); i++)
+	for (i = 0; i < ARRAY_SIZE(bad); i++) {
 		assert_int_equal(sa_parse_size(bad[i], &v), -EINVAL);
+		assert_int_equal(stalloc_parse_size(bad[i], &v), -EINVAL);
+	}
 }
 
 static void test_env_size(void **state)

@@ -147,44 +147,10 @@ static int bad_usage(const char *why, const char *what)
 	return 2;
 }
 
-/* A size: decimal or 0x hex, with an optional K, M, G or T suffix. */
+/* A size as the environment variables take it (stalloc_parse_size). */
 static bool parse_size(const char *s, uint64_t *v)
 {
-	unsigned int shift = 0;
-	char *end;
-
-	if (!*s || *s == '-')
-		return false;
-	errno = 0;
-	*v = strtoull(s, &end, 0);
-	if (errno || end == s)
-		return false;
-	switch (*end) {
-	case 'k':
-	case 'K':
-		shift = 10;
-		break;
-	case 'm':
-	case 'M':
-		shift = 20;
-		break;
-	case 'g':
-	case 'G':
-		shift = 30;
-		break;
-	case 't':
-	case 'T':
-		shift = 40;
-		break;
-	case 0:
-		return true;
-	default:
-		return false;
-	}
-	if (end[1] || *v > (UINT64_MAX >> shift))
-		return false;
-	*v <<= shift;
-	return true;
+	return stalloc_parse_size(s, v) == 0;
 }
 
 static bool is_pow2(uint64_t v)

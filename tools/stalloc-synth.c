@@ -19,7 +19,8 @@
  * (model chunk, micro-batch) pair owns a stack of what its forward pass
  * saved; the backward pass pops it, so frees come in reverse order, and a
  * recomputation marker popped from it pushes the recomputed tensors back.
- * Single-threaded; no locking.  Uses no stalloc header at all.
+ * Single-threaded; no locking.  From libstalloc it uses only
+ * stalloc_parse_size().
  *
  * Exit status: 0 written, 1 write error, 2 bad usage.
  */
@@ -31,6 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <stalloc/stalloc.h>
 
 static const char usage[] =
 	"usage: stalloc-synth [OPTIONS] [-o FILE]\n"
@@ -911,44 +914,10 @@ static int bad_usage(const char *why, const char *what)
 	return 2;
 }
 
-/* A decimal (or 0x) number with an optional K, M, G or T suffix. */
+/* A size as the environment variables take it (stalloc_parse_size). */
 static bool parse_size(const char *s, uint64_t *v)
 {
-	uint64_t shift = 0;
-	char *end;
-
-	if (!*s || *s == '-' || *s == '+' || *s == ' ')
-		return false;
-	errno = 0;
-	*v = strtoull(s, &end, 0);
-	if (errno || end == s)
-		return false;
-	switch (*end) {
-	case 'K':
-	case 'k':
-		shift = 10;
-		break;
-	case 'M':
-	case 'm':
-		shift = 20;
-		break;
-	case 'G':
-	case 'g':
-		shift = 30;
-		break;
-	case 'T':
-	case 't':
-		shift = 40;
-		break;
-	case '\0':
-		return true;
-	default:
-		return false;
-	}
-	if (end[1] || (*v && *v > (UINT64_MAX >> shift)))
-		return false;
-	*v <<= shift;
-	return true;
+	return stalloc_parse_size(s, v) == 0;
 }
 
 enum {

@@ -115,6 +115,16 @@ enum stalloc_log_level {
 STALLOC_API enum stalloc_log_level
 stalloc_set_log_level(enum stalloc_log_level level);
 
+/**
+ * stalloc_parse_size() - read a byte count as the environment variables do
+ * @s: decimal or 0x hex, with an optional K, M, G or T suffix (binary
+ *	units; "KiB", "KB" and "B" are also taken)
+ * @out: the value
+ *
+ * Return: 0, or -EINVAL for anything else (a sign, blanks, overflow).
+ */
+STALLOC_API int stalloc_parse_size(const char *s, uint64_t *out);
+
 /* ------------------------------------------------------------ runtime */
 
 /*
