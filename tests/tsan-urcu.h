@@ -15,6 +15,14 @@
 #ifndef STALLOC_TESTS_TSAN_URCU_H
 #define STALLOC_TESTS_TSAN_URCU_H
 
+/*
+ * Forced in before a file's own first lines: files that ask for the GNU
+ * API themselves (the fake driver) must still get it.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
 #include <urcu/pointer.h>
 
 #undef rcu_dereference
