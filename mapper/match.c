@@ -588,6 +588,16 @@ static bool wrapped(const struct matcher *m, uint64_t asize)
 	return false;
 }
 
+/* An iteration start told from the requests, not from a marker. */
+static void inferred_iteration(struct matcher *m)
+{
+	if (!next_iteration(m))
+		sa_log(STALLOC_LOG_WARN,
+		       "runtime: device %d: the plan does not fit this "
+		       "workload: continuing without it",
+		       vmm_device(m->vmm));
+}
+
 static void implicit_iteration(struct matcher *m, uint64_t asize)
 {
 	const struct stalloc_plan *p = m->plan;
@@ -599,11 +609,7 @@ static void implicit_iteration(struct matcher *m, uint64_t asize)
 	} else if (m->cursor < p->nr_positions && !wrapped(m, asize)) {
 		return;
 	}
-	if (!next_iteration(m))
-		sa_log(STALLOC_LOG_WARN,
-		       "runtime: device %d: the plan does not fit this "
-		       "workload: continuing without it",
-		       vmm_device(m->vmm));
+	inferred_iteration(m);
 }
 
 /*
@@ -622,9 +628,5 @@ static void missed_marker(struct matcher *m, uint64_t asize)
 				    !wrapped(m, asize))
 		return;
 	m->implicit = true;
-	if (!next_iteration(m))
-		sa_log(STALLOC_LOG_WARN,
-		       "runtime: device %d: the plan does not fit this "
-		       "workload: continuing without it",
-		       vmm_device(m->vmm));
+	inferred_iteration(m);
 }
