@@ -1,0 +1,47 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# tools/gpu/gpucheck.sh - the vmm and runtime suites on the real CUDA driver
+#
+# Run by `make gpucheck` on a machine with an NVIDIA GPU: the suites that
+# make check runs on the fake driver (tests/test-vmm, tests/test-mapper),
+# here against the real libcuda.so.1, the vmm demo on the cuda backend and
+# the vmm benchmark on the real driver.  Prints the GPU, driver and CUDA
+# versions first, so a saved log says what it ran on.
+#
+# Usage: O=build sh tools/gpu/gpucheck.sh
+# Exit status: 0 all passed, 1 a check failed, 77 no GPU here.
+set -u
+O=${O:-build}
+fail=0
+
+if ! nvidia-smi >/dev/null 2>&1; then
+	echo "gpucheck: no NVIDIA GPU here (nvidia-smi fails): nothing to do"
+	exit 77
+fi
+echo "== machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap \
+	--format=csv,noheader
+nvidia-smi | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/CUDA (driver API): \1/p'
+uname -sr
+
+check() {
+	name=$1
+	shift
+	echo "== $name"
+	if timeout 180 "$@"; then
+		echo "PASS $name"
+	else
+		echo "FAIL $name (exit $?)"
+		fail=1
+	fi
+}
+
+unset STALLOC_LIBCUDA
+check vmm/cuda-real "$O/tests/test-vmm" cuda
+check mapper/cuda-real "$O/tests/test-mapper" cuda
+check vmm-demo env STALLOC_BACKEND=cuda "$O/stalloc-vmm-demo"
+if [ -x "$O/bench/bench-vmm" ]; then
+	check bench-vmm/cuda-real "$O/bench/bench-vmm" cuda
+fi
+[ "$fail" = 0 ] && echo "gpucheck: all passed" || echo "gpucheck: FAILED"
+exit "$fail"
