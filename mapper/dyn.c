@@ -11,10 +11,11 @@
  * mapping and never moves or copies anything.  dyn_release() unmaps the
  * whole chunks that lie inside free blocks, which is how it shrinks.
  *
- * Streams: a free block remembers the stream it was last used on.  Handing
- * it out for another stream first makes that stream wait, on the device,
- * for the old one (an event; the whole device when the block saw several);
- * same-stream reuse waits for nothing, since a stream runs in order.
+ * Streams: a free block carries the tags of its last users (streams.h).
+ * Only blocks ready for the requesting stream are handed out; the stream
+ * then waits, on the device, for their checkpoints; same-stream reuse
+ * waits for nothing, since a stream runs in order.  Merged blocks carry
+ * the union of their tags.
  *
  * Locking: the caller holds the device lock for every call.  Block
  * descriptors that merge away are freed after an RCU grace period
@@ -58,7 +59,7 @@ static void take_free(struct dyn_region *d, struct mblock *b)
 }
 
 void dyn_init(struct dyn_region *d, struct vmm_space *vmm, uint64_t base,
-	      uint64_t end)
+	      uint64_t end, struct sstreams *ss)
 {
 	int c;
 
@@ -66,19 +67,23 @@ void dyn_init(struct dyn_region *d, struct vmm_space *vmm, uint64_t base,
 	d->vmm = vmm;
 	d->base = d->top = base;
 	d->end = end;
+	d->ss = ss;
 	CDS_INIT_LIST_HEAD(&d->blocks);
 	for (c = 0; c < DYN_CLASSES; c++)
 		CDS_INIT_LIST_HEAD(&d->free[c]);
 }
 
-static struct mblock *best_fit(struct dyn_region *d, uint64_t size)
+static struct mblock *best_fit(struct dyn_region *d, uint64_t size,
+			       unsigned int slot)
 {
 	struct mblock *b, *best = NULL;
 	unsigned int c;
 
 	for (c = size_class(size); c < DYN_CLASSES && !best; c++)
 		cds_list_for_each_entry(b, &d->free[c], free_node)
-			if (b->size >= size && (!best || b->size < best->size))
+			if (b->size >= size &&
+			    (!best || b->size < best->size) &&
+			    ss_ready(d->ss, &b->tags, slot))
 				best = b;
 	return best;
 }
@@ -110,22 +115,6 @@ static int ensure_mapped(struct dyn_region *d, uint64_t addr, uint64_t size)
 	return 0;
 }
 
-/*
- * Order @stream's use of @b after the work that last used it on another
- * stream: on the device, with an event recorded on that stream now (which
- * covers everything queued before the free) and waited on by @stream; the
- * host does not stall.  A block that saw several streams waits for the
- * whole device.  Same-stream reuse needs nothing: a stream runs in order.
- */
-int dyn_wait(struct dyn_region *d, struct mblock *b, void *stream)
-{
-	if (b->streams & MB_STREAM_MANY)
-		return vmm_sync(d->vmm, NULL);
-	if ((b->streams & MB_STREAM_ONE) && b->stream != stream)
-		return vmm_stream_after(d->vmm, stream, b->stream);
-	return 0;
-}
-
 /* Split @b so that it is @size bytes; the rest becomes a free block. */
 static void split(struct dyn_region *d, struct mblock *b, uint64_t size)
 {
@@ -138,21 +127,21 @@ static void split(struct dyn_region *d, struct mblock *b, uint64_t size)
 		return; /* keep the whole block: correct, slightly wasteful */
 	rest->addr = b->addr + size;
 	rest->size = b->size - size;
-	rest->stream = b->stream;
-	rest->streams = b->streams;
+	rest->tags = b->tags;
 	b->size = size;
 	cds_list_add(&rest->addr_node, &b->addr_node);
 	put_free(d, rest);
 }
 
-static int grow(struct dyn_region *d, uint64_t size, struct mblock **out)
+static int grow(struct dyn_region *d, uint64_t size, unsigned int slot,
+		struct mblock **out)
 {
 	struct mblock *last = NULL, *b;
 	uint64_t need = size;
 
 	if (!cds_list_empty(&d->blocks)) {
 		last = mb_of_addr(d->blocks.prev);
-		if (last->free)
+		if (last->free && ss_ready(d->ss, &last->tags, slot))
 			need = size - last->size;
 		else
 			last = NULL;
@@ -182,7 +171,7 @@ static int grow(struct dyn_region *d, uint64_t size, struct mblock **out)
 	return 0;
 }
 
-int dyn_alloc(struct dyn_region *d, uint64_t size, void *stream,
+int dyn_alloc(struct dyn_region *d, uint64_t size, unsigned int slot,
 	      struct mblock **out)
 {
 	struct mblock *b;
@@ -190,24 +179,23 @@ int dyn_alloc(struct dyn_region *d, uint64_t size, void *stream,
 
 	if (!sa_round_up(size, DYN_ALIGN, &size))
 		return sa_error(-ENOMEM, "mapper: size overflows");
-	b = best_fit(d, size);
+	b = best_fit(d, size, slot);
 	if (b) {
 		take_free(d, b);
 		split(d, b, size);
 	} else {
-		err = grow(d, size, &b);
+		err = grow(d, size, slot, &b);
 		if (err)
 			return err;
 	}
 	err = ensure_mapped(d, b->addr, b->size);
 	if (!err)
-		err = dyn_wait(d, b, stream);
+		err = ss_wait(d->ss, &b->tags, slot, false);
 	if (err) {
 		dyn_free(d, b);
 		return err;
 	}
-	b->stream = stream;
-	b->streams = MB_STREAM_ONE;
+	b->tags = ss_user(slot);
 	*out = b;
 	return 0;
 }
@@ -222,9 +210,7 @@ static struct mblock *merge(struct dyn_region *d, struct mblock *b)
 		if (n->free) {
 			take_free(d, n);
 			b->size += n->size;
-			if (n->streams && (n->stream != b->stream ||
-					   (n->streams & MB_STREAM_MANY)))
-				b->streams |= MB_STREAM_MANY;
+			ss_merge(d->ss, &b->tags, &n->tags);
 			cds_list_del(&n->addr_node);
 			retire(n);
 		}
@@ -234,10 +220,7 @@ static struct mblock *merge(struct dyn_region *d, struct mblock *b)
 		if (n->free) {
 			take_free(d, n);
 			n->size += b->size;
-			if (b->streams && (n->stream != b->stream ||
-					   (b->streams & MB_STREAM_MANY)))
-				n->streams |= MB_STREAM_MANY;
-			n->streams |= b->streams & MB_STREAM_ONE;
+			ss_merge(d->ss, &n->tags, &b->tags);
 			cds_list_del(&b->addr_node);
 			retire(b);
 			b = n;
@@ -294,5 +277,5 @@ void dyn_destroy(struct dyn_region *d)
 		cds_list_del(&b->addr_node);
 		free(b);
 	}
-	dyn_init(d, d->vmm, d->base, d->end);
+	dyn_init(d, d->vmm, d->base, d->end, d->ss);
 }

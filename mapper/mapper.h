@@ -21,6 +21,7 @@
 #include <stalloc/stalloc.h>
 
 #include "../vmm/vmm.h"
+#include "streams.h"
 
 #define DYN_ALIGN 512
 #define DYN_CLASSES 64
@@ -32,18 +33,16 @@
 
 struct slab;
 
-/* A block's streams: none yet, exactly @stream, or several (any). */
-#define MB_STREAM_ONE 0x1
-#define MB_STREAM_MANY 0x2
-
 /**
  * struct mblock - one block of the dynamic region
  * @addr: start (DYN_ALIGN aligned)
  * @size: bytes (a multiple of DYN_ALIGN)
  * @req: bytes requested (allocated blocks)
  * @id: trace ID (allocated blocks)
- * @stream: the stream it was last used on (when @streams is MB_STREAM_ONE)
- * @streams: MB_STREAM_* flags
+ * @tags: allocated: the streams using it (the allocating one, those
+ *	record_stream named); free: the streams that used it and the number
+ *	of its last free (mapper/streams.h)
+ * @pool: the graph pool it belongs to (NULL: none)
  * @free: on a free list (a slab object: not allocated)
  * @slab: the slab it is an object of; for a dynamic block, the slab it
  *	holds, or NULL
@@ -58,8 +57,8 @@ struct mblock {
 	uint64_t size;
 	uint64_t req;
 	uint64_t id;
-	void *stream;
-	unsigned int streams;
+	struct ss_tags tags;
+	struct mpool *pool;
 	bool free;
 	struct slab *slab;
 	struct cds_list_head addr_node;
@@ -99,6 +98,7 @@ static inline struct mblock *mb_of_rcu(struct rcu_head *h)
  * @blocks: every block, by address
  * @free: free blocks by size class (floor of log2 of the size)
  * @free_bytes: bytes in free blocks
+ * @ss: the device's streams (freed memory is handed out once ready)
  */
 struct dyn_region {
 	struct vmm_space *vmm;
@@ -108,22 +108,21 @@ struct dyn_region {
 	struct cds_list_head blocks;
 	struct cds_list_head free[DYN_CLASSES];
 	uint64_t free_bytes;
+	struct sstreams *ss;
 };
 
+struct mpool;
+
 void dyn_init(struct dyn_region *d, struct vmm_space *vmm, uint64_t base,
-	      uint64_t end);
+	      uint64_t end, struct sstreams *ss);
 /*
- * Best fit of @size bytes for @stream; its pages are mapped.  A block
- * last used on another stream is waited for first.  -ENOMEM when neither
- * the free blocks nor the room left can hold it, or mapping fails.
+ * Best fit of @size bytes for stream slot @slot among the free blocks
+ * ready for it (streams.h); its pages are mapped and @slot waits for the
+ * block's last users.  -ENOMEM when neither the free blocks nor the room
+ * left can hold it, or mapping fails.
  */
-int dyn_alloc(struct dyn_region *d, uint64_t size, void *stream,
+int dyn_alloc(struct dyn_region *d, uint64_t size, unsigned int slot,
 	      struct mblock **out);
-/*
- * Order @stream's use of @b after the work of the stream(s) that used it
- * last (nothing for the same stream).
- */
-int dyn_wait(struct dyn_region *d, struct mblock *b, void *stream);
 /* Return a block; it merges with free neighbours. */
 void dyn_free(struct dyn_region *d, struct mblock *b);
 /* Unmap every whole chunk inside free blocks; bytes unmapped. */
@@ -148,8 +147,8 @@ struct slab_cache {
 void slab_init(struct slab_cache *sc, struct dyn_region *dyn);
 /* Is @size served from slabs? */
 bool slab_takes(uint64_t size);
-/* An object of at least @size bytes for @stream (waited for as in dyn). */
-int slab_alloc(struct slab_cache *sc, uint64_t size, void *stream,
+/* An object of at least @size bytes for stream slot @slot (as in dyn). */
+int slab_alloc(struct slab_cache *sc, uint64_t size, unsigned int slot,
 	       struct mblock **out);
 void slab_free(struct slab_cache *sc, struct mblock *o);
 /* Give every empty slab back to the dynamic region. */

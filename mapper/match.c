@@ -20,11 +20,14 @@
  * pool's chunks are mapped the first time a slot needs them and then stay
  * mapped.
  *
- * Streams: a freed block leaves its streams on the pool chunks under it
- * (struct match_use).  Handing out a slot for stream S first makes S wait
- * (an event, on the device) for every other stream recorded on those
- * chunks, or for the whole device when they saw too many; same-stream reuse
- * waits for nothing, so a one-stream job makes no driver call.
+ * Streams: a freed block leaves its tags on the pool chunks under it
+ * (streams.h).  Handing out a slot for stream S first makes S wait, on the
+ * device, for the checkpoints of every other stream tagged there; a slot
+ * whose chunks are not covered yet (their stream has not checkpointed
+ * since) cannot go elsewhere, and waits for the whole device instead
+ * (counted in the streams' syncs).  A dynamic request placed in the plan's
+ * free space only takes ready chunks.  Same-stream reuse waits for nothing,
+ * so a one-stream job makes no driver call.
  *
  * At the end of the first planned iteration the sizes seen at the planned
  * positions are hashed like the plan's fingerprint; a mismatch disables the
@@ -82,11 +85,12 @@ uint64_t match_pool_bytes(const struct matcher *m)
 }
 
 int match_init(struct matcher *m, struct stalloc_plan *plan,
-	       struct vmm_space *vmm)
+	       struct vmm_space *vmm, struct sstreams *ss)
 {
 	memset(m, 0, sizeof(*m));
 	m->plan = plan;
 	m->vmm = vmm;
+	m->ss = ss;
 	m->base = vmm_base(vmm);
 	m->chunk = vmm_chunk_bytes(vmm);
 	if (match_pool_bytes(m) > vmm_size(vmm) / 2) {
@@ -185,85 +189,44 @@ bool match_find(const struct matcher *m, uint64_t addr, size_t *idx)
 	return true;
 }
 
-static void use_add(struct match_use *u, void *stream)
-{
-	uint8_t i;
-
-	if (u->many)
-		return;
-	for (i = 0; i < u->nr; i++)
-		if (u->stream[i] == stream)
-			return;
-	if (u->nr == MATCH_USE_STREAMS)
-		u->many = true;
-	else
-		u->stream[u->nr++] = stream;
-}
-
 void match_forget(struct matcher *m, size_t idx, void *stream)
 {
 	const struct match_live *l = &m->live[idx];
 	uint64_t c = l->off / m->chunk,
 		 last = (l->off + l->size - 1) / m->chunk;
+	struct ss_tags t = l->users;
 
-	for (; c <= last; c++) {
-		use_add(&m->use[c], l->stream);
-		use_add(&m->use[c], stream);
-		m->use[c].many |= l->many;
-	}
+	ss_freed(m->ss, &t, ss_slot(m->ss, stream));
+	for (; c <= last; c++)
+		ss_merge(m->ss, &m->use[c], &t);
 	live_remove(m, idx);
 }
 
 void match_record_stream(struct matcher *m, size_t idx, void *stream)
 {
-	if (m->live[idx].stream != stream)
-		m->live[idx].many = true;
+	ss_tag(&m->live[idx].users, ss_slot(m->ss, stream), 0);
 }
 
 /*
  * Order @stream after the last users of the chunks under [off, off + size)
- * and make it their only user.
+ * (a device sync only if @may_sync and they are not covered yet) and make
+ * it their only user.
  */
 static int wait_use(struct matcher *m, uint64_t off, uint64_t size,
-		    void *stream)
-{
-	uint64_t c = off / m->chunk, last = (off + size - 1) / m->chunk, k;
-	void *done[MATCH_USE_STREAMS * 2];
-	unsigned int nr_done = 0, j;
-	int err;
-	uint8_t i;
-
-	for (k = c; k <= last; k++) {
-		struct match_use *u = &m->use[k];
-
-		if (u->many)
-			return vmm_sync(m->vmm, NULL);
-		for (i = 0; i < u->nr; i++) {
-			void *s = u->stream[i];
-
-			if (s == stream)
-				continue;
-			for (j = 0; j < nr_done && done[j] != s; j++)
-				;
-			if (j < nr_done)
-				continue;
-			err = vmm_stream_after(m->vmm, stream, s);
-			if (err)
-				return err;
-			if (nr_done < ARRAY_SIZE(done))
-				done[nr_done++] = s;
-		}
-	}
-	return 0;
-}
-
-static void use_reset(struct matcher *m, uint64_t off, uint64_t size,
-		      void *stream)
+		    void *stream, bool may_sync)
 {
 	uint64_t c = off / m->chunk, last = (off + size - 1) / m->chunk;
+	struct ss_tags t = { 0 };
+	int err;
 
 	for (; c <= last; c++)
-		m->use[c] = (struct match_use){ .stream = { stream }, .nr = 1 };
+		ss_merge(m->ss, &t, &m->use[c]);
+	err = ss_wait(m->ss, &t, ss_slot(m->ss, stream), may_sync);
+	if (err)
+		return err;
+	c = off / m->chunk;
+	memset(&m->use[c], 0, (last - c + 1) * sizeof(m->use[0]));
+	return 0;
 }
 
 static int map_slot(struct matcher *m, uint64_t off, uint64_t size);
@@ -297,10 +260,9 @@ static bool reuse(struct matcher *m, const struct plan_dyn *d, uint64_t size,
 				continue;
 			}
 			if (map_slot(m, at, size) ||
-			    wait_use(m, at, size, stream) ||
+			    wait_use(m, at, size, stream, false) ||
 			    !live_add(m, at, size, MATCH_REUSED))
 				return false;
-			use_reset(m, at, size, stream);
 			*addr = m->base + at;
 			return true;
 		}
@@ -381,10 +343,9 @@ static bool serve(struct matcher *m, int32_t e, void *stream, uint64_t *addr,
 
 	if (!range_free(m, pe->offset, pe->size) ||
 	    map_slot(m, pe->offset, pe->size) ||
-	    wait_use(m, pe->offset, pe->size, stream) ||
+	    wait_use(m, pe->offset, pe->size, stream, !m->ss->capture) ||
 	    !live_add(m, pe->offset, pe->size, (uint32_t)e))
 		return false;
-	use_reset(m, pe->offset, pe->size, stream);
 	*addr = m->base + pe->offset;
 	*ent = (uint32_t)e;
 	return true;
@@ -418,7 +379,7 @@ static void note(struct matcher *m, uint64_t addr, uint64_t req, uint64_t id,
 	if (match_find(m, addr, &i)) {
 		m->live[i].req = req;
 		m->live[i].id = id;
-		m->live[i].stream = stream;
+		m->live[i].users = ss_user(ss_slot(m->ss, stream));
 	}
 }
 

@@ -10,6 +10,7 @@
 
 #include "../planner/planner.h"
 #include "../vmm/vmm.h"
+#include "streams.h"
 
 /* Look-ahead and look-behind of the cursor, in request positions. */
 #define MATCH_AHEAD 8
@@ -28,22 +29,8 @@ struct match_live {
 	uint64_t size; /* the slot's bytes */
 	uint64_t req; /* the request's bytes */
 	uint64_t id; /* its trace ID */
-	void *stream; /* the stream it was handed out for */
+	struct ss_tags users; /* its stream, and those record_stream named */
 	uint32_t ent;
-	bool many; /* record_stream named another stream */
-};
-
-/*
- * The streams that last used one pool chunk: up to two, or "many" (then
- * reuse waits for the whole device).  Reset to the new user's stream when
- * a slot over the chunk is handed out, since that user now runs after
- * them all.
- */
-#define MATCH_USE_STREAMS 2
-struct match_use {
-	void *stream[MATCH_USE_STREAMS];
-	uint8_t nr;
-	bool many;
 };
 
 /**
@@ -60,7 +47,10 @@ struct match_use {
  * @marks: iteration markers seen
  * @live: planned blocks live now, sorted by offset
  * @mapped: per pool chunk, mapped yet
- * @use: per pool chunk, the streams that used it last
+ * @use: per pool chunk, the tags of its last users (streams.h); emptied
+ *	when a slot over it is handed out, since that user now runs after
+ *	them all
+ * @ss: the device's streams
  * @seen_size: sizes seen at planned positions in the first planned
  *	iteration, for the fingerprint check
  * @warm_done: the first planned iteration just began or ended: the
@@ -87,7 +77,8 @@ struct matcher {
 	size_t nr_live;
 	size_t cap_live;
 	uint8_t *mapped;
-	struct match_use *use;
+	struct ss_tags *use;
+	struct sstreams *ss;
 	uint64_t chunk;
 	uint64_t *seen_size;
 	bool warm_done;
@@ -98,7 +89,7 @@ struct matcher {
 
 /* Take @plan (owned from now on); the pool starts at the space's base. */
 int match_init(struct matcher *m, struct stalloc_plan *plan,
-	       struct vmm_space *vmm);
+	       struct vmm_space *vmm, struct sstreams *ss);
 void match_destroy(struct matcher *m);
 /* Bytes of address space the pool takes, rounded to chunks. */
 uint64_t match_pool_bytes(const struct matcher *m);

@@ -43,6 +43,7 @@ struct mdev {
 	struct vmm_space *vmm;
 	struct dyn_region dyn;
 	struct slab_cache slab;
+	struct sstreams ss;
 	struct cds_lfht *blocks;
 	struct trec *rec;
 	bool planned; /* plan mode with a usable plan */
@@ -133,8 +134,9 @@ static int dev_open_vmm(struct mdev *d)
 
 		vmm_set_phys_limit(d->vmm, lim);
 	}
+	ss_init(&d->ss, d->vmm);
 	dyn_init(&d->dyn, d->vmm, vmm_base(d->vmm),
-		 vmm_base(d->vmm) + vmm_size(d->vmm));
+		 vmm_base(d->vmm) + vmm_size(d->vmm), &d->ss);
 	return 0;
 }
 
@@ -158,7 +160,7 @@ static void dev_load_plan(struct mdev *d)
 	if (!err)
 		err = stalloc_plan_read(path, &plan);
 	if (!err)
-		err = match_init(&d->match, plan, d->vmm);
+		err = match_init(&d->match, plan, d->vmm, &d->ss);
 	if (err) {
 		sa_log(STALLOC_LOG_WARN,
 		       "runtime: device %d: plan mode without a plan (%s): "
@@ -169,7 +171,7 @@ static void dev_load_plan(struct mdev *d)
 	snprintf(d->plan_path, sizeof(d->plan_path), "%s", path);
 	pool = match_pool_bytes(&d->match);
 	dyn_init(&d->dyn, d->vmm, vmm_base(d->vmm) + pool,
-		 vmm_base(d->vmm) + vmm_size(d->vmm));
+		 vmm_base(d->vmm) + vmm_size(d->vmm), &d->ss);
 	d->planned = true;
 }
 
@@ -225,6 +227,7 @@ static int dev_create(int device, struct mdev **out)
 err_ht:
 	cds_lfht_destroy(d->blocks, NULL);
 err_vmm:
+	ss_destroy(&d->ss);
 	vmm_space_destroy(d->vmm);
 err_free:
 	pthread_mutex_destroy(&d->lock);
@@ -254,7 +257,7 @@ static int dev_auto_start(struct mdev *d)
 		return err;
 	snprintf(d->auto_path, sizeof(d->auto_path), "%s", trec_path(d->rec));
 	dyn_init(&d->dyn, d->vmm, vmm_base(d->vmm) + vmm_size(d->vmm) / 2,
-		 vmm_base(d->vmm) + vmm_size(d->vmm));
+		 vmm_base(d->vmm) + vmm_size(d->vmm), &d->ss);
 	return 0;
 }
 
@@ -302,7 +305,7 @@ static void dev_auto_mark(struct mdev *d)
 	pthread_mutex_lock(&d->lock);
 	p = d->auto_plan;
 	d->auto_plan = NULL;
-	if (p && !match_init(&d->match, p, d->vmm)) {
+	if (p && !match_init(&d->match, p, d->vmm, &d->ss)) {
 		/* the marker being handled starts a planned iteration */
 		d->match.marks = p->warmup;
 		d->match.pro_pos = p->nr_prologue;
@@ -454,6 +457,7 @@ void *stalloc_malloc(size_t size, int device, void *stream)
 {
 	struct mdev *d;
 	struct mblock *b;
+	unsigned int slot;
 	int err, tries;
 
 	if (unlikely(!size)) {
@@ -480,13 +484,19 @@ void *stalloc_malloc(size_t size, int device, void *stream)
 			return (void *)(uintptr_t)addr;
 		}
 	}
+	slot = ss_slot(&d->ss, stream);
 	for (tries = 0;; tries++) {
-		err = slab_takes(size) ?
-			      slab_alloc(&d->slab, size, stream, &b) :
-			      dyn_alloc(&d->dyn, size, stream, &b);
+		err = slab_takes(size) ? slab_alloc(&d->slab, size, slot, &b) :
+					 dyn_alloc(&d->dyn, size, slot, &b);
 		if (!err || err != -ENOMEM || tries)
 			break;
-		dev_trim(d); /* out of memory: trim, then once more */
+		/*
+		 * Out of memory: wait for the device, so that memory freed
+		 * on other streams is ready, trim, then once more.
+		 */
+		if (d->ss.nr > 1)
+			ss_sync(&d->ss);
+		dev_trim(d);
 	}
 	if (unlikely(err)) {
 		d->st.oom++;
@@ -588,7 +598,7 @@ void stalloc_free(void *ptr, size_t size, int device, void *stream)
 	d->st.frees++;
 	d->st.allocated -= b->req;
 	d->st.dynamic_bytes -= b->req;
-	b->stream = stream;
+	ss_freed(&d->ss, &b->tags, ss_slot(&d->ss, stream));
 	if (b->slab)
 		slab_free(&d->slab, b);
 	else
@@ -677,8 +687,7 @@ void stalloc_record_stream(void *ptr, void *stream)
 			struct mblock *b = mb_of_hnode(node);
 
 			pthread_mutex_lock(&d->lock);
-			if (b->stream != stream)
-				b->streams |= MB_STREAM_MANY;
+			ss_tag(&b->tags, ss_slot(&d->ss, stream), 0);
 			pthread_mutex_unlock(&d->lock);
 			urcu_bp_read_unlock();
 			return;
@@ -929,6 +938,7 @@ void stalloc_shutdown(void)
 		dyn_destroy(&d->dyn);
 		if (d->planned)
 			match_destroy(&d->match);
+		ss_destroy(&d->ss);
 		vmm_space_destroy(d->vmm);
 		pthread_mutex_destroy(&d->lock);
 		free(d);

@@ -16,11 +16,14 @@
  * region when its class has another slab with room, or on slab_trim(); so
  * each class keeps at most one empty slab cached.
  *
- * Streams: each object remembers the stream it was last used on, like a
- * dynamic block, and is waited for the same way (dyn_wait).  A new slab's
- * objects start as used on the stream that made it: that stream was
- * ordered after the block's previous user when the block was handed out,
- * so waiting for it covers them both.
+ * Streams: each object carries the tags of its last users, like a dynamic
+ * block, and is handed out only when ready for the requesting stream
+ * (streams.h); the top object of each partial slab of the class is tried.
+ * A new slab's objects start as used on the stream that made it, at the
+ * current free number: that stream was ordered after the block's previous
+ * users when the block was handed out, so its next checkpoint covers them
+ * all.  A slab given back to the region carries the union of its objects'
+ * tags.
  *
  * Locking: the caller holds the device lock.  Object descriptors are
  * looked up lock-free on the free path, so a slab (with its descriptors)
@@ -93,7 +96,7 @@ static void slab_free_rcu(struct rcu_head *h)
 	free(s);
 }
 
-static int slab_new(struct slab_cache *sc, unsigned int cls, void *stream,
+static int slab_new(struct slab_cache *sc, unsigned int cls, unsigned int slot,
 		    struct slab **out)
 {
 	uint32_t nr = (uint32_t)(SLAB_BYTES / slab_sizes[cls]), i;
@@ -108,7 +111,7 @@ static int slab_new(struct slab_cache *sc, unsigned int cls, void *stream,
 		err = sa_error(-ENOMEM, "mapper: out of host memory");
 		goto err_free;
 	}
-	err = dyn_alloc(sc->dyn, SLAB_BYTES, stream, &s->block);
+	err = dyn_alloc(sc->dyn, SLAB_BYTES, slot, &s->block);
 	if (err)
 		goto err_free;
 	s->block->slab = s; /* marks the block as a slab's (introspection) */
@@ -119,10 +122,10 @@ static int slab_new(struct slab_cache *sc, unsigned int cls, void *stream,
 
 		o->addr = s->block->addr + (uint64_t)i * slab_sizes[cls];
 		o->size = slab_sizes[cls];
-		o->stream = stream;
-		o->streams = MB_STREAM_ONE;
 		o->free = true;
 		o->slab = s;
+		o->tags = ss_user(slot);
+		o->tags.seq[0] = sc->dyn->ss->seq;
 		/* hand out the lowest addresses first */
 		s->stack[i] = nr - 1 - i;
 	}
@@ -139,24 +142,28 @@ err_free:
 	return err;
 }
 
-int slab_alloc(struct slab_cache *sc, uint64_t size, void *stream,
+int slab_alloc(struct slab_cache *sc, uint64_t size, unsigned int slot,
 	       struct mblock **out)
 {
+	struct sstreams *ss = sc->dyn->ss;
 	unsigned int cls = slab_class(size);
-	struct mblock *o;
+	struct mblock *o = NULL;
 	struct slab *s;
 	int err;
 
-	if (cds_list_empty(&sc->partial[cls])) {
-		err = slab_new(sc, cls, stream, &s);
+	cds_list_for_each_entry(s, &sc->partial[cls], node) {
+		o = &s->obj[s->stack[s->nr_free - 1]];
+		if (ss_ready(ss, &o->tags, slot))
+			break;
+		o = NULL;
+	}
+	if (!o) {
+		err = slab_new(sc, cls, slot, &s);
 		if (err)
 			return err;
-	} else {
-		/* cppcheck-suppress nullPointer */
-		s = cds_list_first_entry(&sc->partial[cls], struct slab, node);
+		o = &s->obj[s->stack[s->nr_free - 1]];
 	}
-	o = &s->obj[s->stack[s->nr_free - 1]];
-	err = dyn_wait(sc->dyn, o, stream);
+	err = ss_wait(ss, &o->tags, slot, false);
 	if (err)
 		return err;
 	s->nr_free--;
@@ -165,8 +172,7 @@ int slab_alloc(struct slab_cache *sc, uint64_t size, void *stream,
 		s->listed = false;
 	}
 	o->free = false;
-	o->stream = stream;
-	o->streams = MB_STREAM_ONE;
+	o->tags = ss_user(slot);
 	*out = o;
 	return 0;
 }
@@ -174,10 +180,14 @@ int slab_alloc(struct slab_cache *sc, uint64_t size, void *stream,
 /* Give an empty slab's block back to the dynamic region. */
 static void slab_release(struct slab_cache *sc, struct slab *s)
 {
+	uint32_t i;
+
 	if (s->listed)
 		cds_list_del(&s->node);
 	cds_list_del(&s->all_node);
 	s->block->slab = NULL;
+	for (i = 0; i < s->nr; i++)
+		ss_merge(sc->dyn->ss, &s->block->tags, &s->obj[i].tags);
 	dyn_free(sc->dyn, s->block);
 	sc->slabs--;
 	urcu_bp_call_rcu(&s->rcu, slab_free_rcu);

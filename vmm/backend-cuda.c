@@ -61,6 +61,9 @@ static struct cuda_driver {
 	PFN_cuEventRecord_v2000 event_record;
 	PFN_cuEventDestroy_v4000 event_destroy;
 	PFN_cuStreamWaitEvent_v3020 stream_wait;
+	/* optional: NULL when the driver lacks them (nothing is captured) */
+	PFN_cuStreamIsCapturing_v10000 stream_capturing;
+	PFN_cuThreadExchangeStreamCaptureMode_v10010 capture_mode;
 	PFN_cuMemAddressReserve_v10020 addr_reserve;
 	PFN_cuMemAddressFree_v10020 addr_free;
 	PFN_cuMemCreate_v10020 mem_create;
@@ -76,7 +79,6 @@ static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 struct cuda_dev {
 	CUdevice dev;
 	CUcontext ctx;
-	CUevent order; /* for stream_after, made on first use */
 	bool retained; /* ctx is the primary context we retained */
 };
 
@@ -115,6 +117,15 @@ static const struct {
 	SYM(mem_unmap, "cuMemUnmap"),
 	SYM(set_access, "cuMemSetAccess"),
 	SYM(granularity, "cuMemGetAllocationGranularity"),
+};
+
+/* Entry points used when the driver has them. */
+static const struct {
+	const char *name;
+	size_t offset;
+} drv_optional[] = {
+	SYM(stream_capturing, "cuStreamIsCapturing"),
+	SYM(capture_mode, "cuThreadExchangeStreamCaptureMode"),
 #undef SYM
 };
 
@@ -185,6 +196,15 @@ static int drv_resolve(getproc_fn getproc)
 			return -ENODEV;
 		}
 		memcpy((char *)&drv + drv_syms[i].offset, &fn, sizeof(fn));
+	}
+	for (i = 0; i < ARRAY_SIZE(drv_optional); i++) {
+		void *fn = NULL;
+
+		if (getproc(drv_optional[i].name, &fn, CUDA_ABI_VERSION,
+			    CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS ||
+		    st != CU_GET_PROC_ADDRESS_SUCCESS)
+			fn = NULL;
+		memcpy((char *)&drv + drv_optional[i].offset, &fn, sizeof(fn));
 	}
 	return 0;
 }
@@ -399,16 +419,6 @@ static void cuda_close(struct vmm_backend *be)
 	CUresult rc;
 
 	/* Tried twice, like every release at tear-down (see vmm/space.c). */
-	if (d->order) {
-		bool pushed;
-
-		if (!cuda_enter(be, &pushed)) {
-			rc = drv.event_destroy(d->order);
-			cuda_leave(be, pushed);
-			if (rc != CUDA_SUCCESS)
-				cuda_fail(be, rc, "cuEventDestroy()");
-		}
-	}
 	if (d->retained) {
 		rc = drv.primary_release(d->dev);
 		if (rc != CUDA_SUCCESS)
@@ -519,29 +529,66 @@ static int cuda_synchronize(struct vmm_backend *be, void *stream)
 	return CUDA_CALL(be, drv.ctx_sync(), "%s", "cuCtxSynchronize()");
 }
 
-/*
- * One event per device serves every ordering: cuStreamWaitEvent takes the
- * event's state when it is called, so re-recording it later does not touch
- * earlier waits.  Calls on a device are serialised by the core.
- */
-static int cuda_stream_after(struct vmm_backend *be, void *waiter,
-			     void *signaler)
+static int cuda_event_new(struct vmm_backend *be, uint64_t *ev)
 {
-	struct cuda_dev *d = be->priv;
+	CUevent e = NULL;
+	int err;
+
+	err = CUDA_CALL(be, drv.event_create(&e, CU_EVENT_DISABLE_TIMING), "%s",
+			"cuEventCreate()");
+	if (!err)
+		*ev = (uint64_t)(uintptr_t)e;
+	return err;
+}
+
+static void cuda_event_free(struct vmm_backend *be, uint64_t ev)
+{
+	CUDA_CALL(be, drv.event_destroy((CUevent)(uintptr_t)ev),
+		  "cuEventDestroy(%#llx)", (unsigned long long)ev);
+}
+
+static int cuda_event_record(struct vmm_backend *be, uint64_t ev, void *stream)
+{
+	return CUDA_CALL(
+		be, drv.event_record((CUevent)(uintptr_t)ev, (CUstream)stream),
+		"cuEventRecord(%p)", stream);
+}
+
+static int cuda_stream_wait(struct vmm_backend *be, void *stream, uint64_t ev)
+{
+	return CUDA_CALL(be,
+			 drv.stream_wait((CUstream)stream,
+					 (CUevent)(uintptr_t)ev, 0),
+			 "cuStreamWaitEvent(%p)", stream);
+}
+
+static int cuda_capturing(struct vmm_backend *be, void *stream, bool *on)
+{
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
 	int err = 0;
 
-	if (!d->order)
-		err = CUDA_CALL(be,
-				drv.event_create(&d->order,
-						 CU_EVENT_DISABLE_TIMING),
-				"%s", "cuEventCreate()");
-	if (!err)
-		err = CUDA_CALL(be, drv.event_record(d->order, signaler),
-				"cuEventRecord(%p)", signaler);
-	if (!err)
-		err = CUDA_CALL(be, drv.stream_wait(waiter, d->order, 0),
-				"cuStreamWaitEvent(%p)", waiter);
+	if (drv.stream_capturing)
+		err = CUDA_CALL(be, drv.stream_capturing((CUstream)stream, &st),
+				"cuStreamIsCapturing(%p)", stream);
+	*on = !err && st != CU_STREAM_CAPTURE_STATUS_NONE;
 	return err;
+}
+
+/* The thread's capture mode: relaxed while we map memory, then restored. */
+static int cuda_capture_relax(struct vmm_backend *be, bool relax, int *old)
+{
+	CUstreamCaptureMode mode = relax ? CU_STREAM_CAPTURE_MODE_RELAXED :
+					   (CUstreamCaptureMode)*old;
+	CUresult rc;
+
+	if (!drv.capture_mode)
+		return 0;
+	rc = drv.capture_mode(&mode);
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(be, rc, "cuThreadExchangeStreamCaptureMode()");
+	if (relax)
+		*old = (int)mode;
+	return 0;
 }
 
 const struct vmm_backend_ops vmm_cuda_ops = {
@@ -556,5 +603,10 @@ const struct vmm_backend_ops vmm_cuda_ops = {
 	.unmap = cuda_unmap,
 	.set_access = cuda_set_access,
 	.synchronize = cuda_synchronize,
-	.stream_after = cuda_stream_after,
+	.event_new = cuda_event_new,
+	.event_free = cuda_event_free,
+	.event_record = cuda_event_record,
+	.stream_wait = cuda_stream_wait,
+	.capturing = cuda_capturing,
+	.capture_relax = cuda_capture_relax,
 };

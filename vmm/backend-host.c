@@ -267,11 +267,44 @@ static int host_synchronize(struct vmm_backend *be, void *stream)
 	return 0;
 }
 
-/* Host work runs in order and to completion: nothing to wait for. */
-static int host_stream_after(struct vmm_backend *be, void *waiter,
-			     void *signaler)
+/*
+ * Host work runs in order and to completion: an event is only a name, and
+ * waiting on one is a memory fence.  Nothing is ever captured.
+ */
+static int host_event_new(struct vmm_backend *be, uint64_t *ev)
+{
+	static uint64_t next;
+
+	*ev = __atomic_add_fetch(&next, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static void host_event_free(struct vmm_backend *be, uint64_t ev)
+{
+}
+
+static int host_event_record(struct vmm_backend *be, uint64_t ev, void *stream)
 {
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return 0;
+}
+
+static int host_stream_wait(struct vmm_backend *be, void *stream, uint64_t ev)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return 0;
+}
+
+static int host_capturing(struct vmm_backend *be, void *stream, bool *on)
+{
+	*on = false;
+	return 0;
+}
+
+static int host_capture_relax(struct vmm_backend *be, bool relax, int *old)
+{
+	if (relax)
+		*old = 0;
 	return 0;
 }
 
@@ -287,5 +320,10 @@ const struct vmm_backend_ops vmm_host_ops = {
 	.unmap = host_unmap,
 	.set_access = host_set_access,
 	.synchronize = host_synchronize,
-	.stream_after = host_stream_after,
+	.event_new = host_event_new,
+	.event_free = host_event_free,
+	.event_record = host_event_record,
+	.stream_wait = host_stream_wait,
+	.capturing = host_capturing,
+	.capture_relax = host_capture_relax,
 };

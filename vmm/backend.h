@@ -13,7 +13,8 @@
  * them and need not check them again):
  *   - the instance was opened successfully and is not closed;
  *   - calls on one instance are serialised by the caller, except
- *     ->synchronize, which may run concurrently with anything;
+ *     ->synchronize, ->capturing and ->capture_relax, which may run
+ *     concurrently with anything;
  *   - sizes are nonzero multiples of the granularity ->open reported;
  *   - addresses passed to ->map, ->unmap and ->set_access lie inside a range
  *     this instance reserved and are granularity aligned;
@@ -85,9 +86,18 @@ struct vmm_backend_info {
  *	read and write [@va, @va + @size).  Needed after every @map.
  * @synchronize: wait until work queued on @stream (NULL: all work on the
  *	device) has finished, so that memory it used may be unmapped.
- * @stream_after: make @waiter's later work wait, on the device, for the
- *	work queued on @signaler so far (an event recorded on @signaler and
- *	waited on by @waiter); the host does not wait.
+ * @event_new: make an event for ordering streams (no timing); *@ev names it.
+ * @event_free: destroy an event @event_new made.
+ * @event_record: record @ev on @stream: it completes once the work queued
+ *	on @stream so far is done.  Re-recording moves it to a later point;
+ *	waits issued before keep the state they saw.
+ * @stream_wait: make @stream's later work wait, on the device, for @ev's
+ *	last recorded state; the host does not wait.
+ * @capturing: true (*@on) when @stream is being captured into a CUDA
+ *	graph.  Safe to call during a capture.
+ * @capture_relax: for the calling thread, make driver calls that are
+ *	unsafe during a capture (mapping memory) allowed (@relax true;
+ *	*@old gets the former mode) or restore mode *@old (@relax false).
  */
 struct vmm_backend_ops {
 	const char *name;
@@ -104,8 +114,12 @@ struct vmm_backend_ops {
 	int (*unmap)(struct vmm_backend *be, uint64_t va, size_t size);
 	int (*set_access)(struct vmm_backend *be, uint64_t va, size_t size);
 	int (*synchronize)(struct vmm_backend *be, void *stream);
-	int (*stream_after)(struct vmm_backend *be, void *waiter,
-			    void *signaler);
+	int (*event_new)(struct vmm_backend *be, uint64_t *ev);
+	void (*event_free)(struct vmm_backend *be, uint64_t ev);
+	int (*event_record)(struct vmm_backend *be, uint64_t ev, void *stream);
+	int (*stream_wait)(struct vmm_backend *be, void *stream, uint64_t ev);
+	int (*capturing)(struct vmm_backend *be, void *stream, bool *on);
+	int (*capture_relax)(struct vmm_backend *be, bool relax, int *old);
 };
 
 /**

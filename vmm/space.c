@@ -333,15 +333,56 @@ int vmm_sync(struct vmm_space *s, void *stream)
 			   s->be.ops->synchronize(&s->be, stream));
 }
 
-int vmm_stream_after(struct vmm_space *s, void *waiter, void *signaler)
+int vmm_event_new(struct vmm_space *s, uint64_t *ev)
+{
+	int err;
+
+	pthread_mutex_lock(&s->lock);
+	err = vmm_counted(s, VMM_CALL_ORDER, s->be.ops->event_new(&s->be, ev));
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
+void vmm_event_free(struct vmm_space *s, uint64_t ev)
+{
+	pthread_mutex_lock(&s->lock);
+	s->be.ops->event_free(&s->be, ev);
+	pthread_mutex_unlock(&s->lock);
+}
+
+int vmm_event_record(struct vmm_space *s, uint64_t ev, void *stream)
 {
 	int err;
 
 	pthread_mutex_lock(&s->lock);
 	err = vmm_counted(s, VMM_CALL_ORDER,
-			  s->be.ops->stream_after(&s->be, waiter, signaler));
+			  s->be.ops->event_record(&s->be, ev, stream));
 	pthread_mutex_unlock(&s->lock);
 	return err;
+}
+
+int vmm_stream_wait(struct vmm_space *s, void *stream, uint64_t ev)
+{
+	int err;
+
+	pthread_mutex_lock(&s->lock);
+	err = vmm_counted(s, VMM_CALL_ORDER,
+			  s->be.ops->stream_wait(&s->be, stream, ev));
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
+bool vmm_capturing(struct vmm_space *s, void *stream)
+{
+	bool on = false;
+
+	s->be.ops->capturing(&s->be, stream, &on);
+	return on;
+}
+
+int vmm_capture_relax(struct vmm_space *s, bool relax, int *old)
+{
+	return s->be.ops->capture_relax(&s->be, relax, old);
 }
 
 bool vmm_lookup(struct vmm_space *s, uint64_t va, struct vmm_translation *t)

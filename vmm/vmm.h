@@ -189,11 +189,24 @@ int vmm_trim(struct vmm_space *s, uint64_t keep_bytes);
 int vmm_sync(struct vmm_space *s, void *stream);
 
 /*
- * Make @waiter wait, on the device and without stalling the host, for the
- * work queued on @signaler so far.  For handing memory used on one stream
- * to another.
+ * Events, for handing memory used on one stream to another without
+ * stalling the host: vmm_event_record() marks the work queued on @stream so
+ * far; vmm_stream_wait() makes @stream's later work wait for it, on the
+ * device.  An event is a backend handle (never 0 once made).
  */
-int vmm_stream_after(struct vmm_space *s, void *waiter, void *signaler);
+int vmm_event_new(struct vmm_space *s, uint64_t *ev);
+void vmm_event_free(struct vmm_space *s, uint64_t ev);
+int vmm_event_record(struct vmm_space *s, uint64_t ev, void *stream);
+int vmm_stream_wait(struct vmm_space *s, void *stream, uint64_t ev);
+
+/* Is @stream being captured into a CUDA graph?  (false when unknown) */
+bool vmm_capturing(struct vmm_space *s, void *stream);
+/*
+ * The calling thread's capture mode: relaxed (@relax true, *@old gets the
+ * former mode), so that mapping memory during a capture is allowed, or
+ * back to *@old (@relax false).
+ */
+int vmm_capture_relax(struct vmm_space *s, bool relax, int *old);
 
 void vmm_get_stats(struct vmm_space *s, struct vmm_stats *st);
 const char *vmm_call_name(enum vmm_call call);

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mapper/streams.h - handing freed memory from one stream to another
+ *
+ * Every free is numbered (a device-wide sequence).  Freed memory carries
+ * tags: the streams that used it and the number of the free.  Each stream
+ * a device has seen owns one event, its checkpoint, re-recorded on that
+ * stream from time to time, always during a call that names the stream
+ * (its free, or a free of memory record_stream put on it): no stream
+ * handle is given to the driver after the call that named it, so a stream
+ * destroyed after its frees costs nothing.  Memory freed on stream A is
+ * ready for stream B once A's checkpoint was recorded after that free; B
+ * then waits for the event on the device (cuStreamWaitEvent), once per
+ * checkpoint, and the host never stalls.  Memory not yet covered is left
+ * alone by the dynamic allocator (and its owner checkpoints at its next
+ * free); only the plan's fixed slots, which cannot go elsewhere, fall back
+ * to a device-wide synchronisation, counted in @syncs.
+ *
+ * A job on one stream records nothing: with one stream every free is
+ * ordered by the stream itself.
+ *
+ * Locking: the device lock, for every call.
+ */
+#ifndef STALLOC_MAPPER_STREAMS_H
+#define STALLOC_MAPPER_STREAMS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../vmm/vmm.h"
+
+#define SS_MAX 32 /* streams tracked per device; more share the last slot */
+#define SS_TAGS 4 /* streams one free range remembers; more: all of them */
+#define SS_CKPT_EVERY 8 /* frees on a stream between its checkpoints */
+#define SS_EAGER 256 /* frees checkpointed one by one once another waited */
+
+/**
+ * struct ss_tags - who used a range, and when each last freed it
+ * @all: more than SS_TAGS streams: every stream, up to free number @all_seq
+ * @nr: streams in @idx
+ * @idx: their slots in the device's table
+ * @seq: for each, the number of its last free of the range (0: it uses
+ *	the range now, nothing to wait for yet)
+ */
+struct ss_tags {
+	bool all;
+	uint8_t nr;
+	uint8_t idx[SS_TAGS];
+	uint64_t all_seq;
+	uint64_t seq[SS_TAGS];
+};
+
+/**
+ * struct sstream - one stream a device has seen
+ * @handle: the stream (compared, never given to the driver outside a call
+ *	that names it)
+ * @ev: its checkpoint event (0 before the first)
+ * @ckpt: frees numbered up to @ckpt are covered by @ev
+ * @since: frees on it since its last checkpoint
+ * @eager: another stream wanted memory it freed after its checkpoint: its
+ *	next @eager frees checkpoint at once
+ * @waited: for each stream slot i, the checkpoint of i this stream already
+ *	waits for
+ */
+struct sstream {
+	void *handle;
+	uint64_t ev;
+	uint64_t ckpt;
+	uint32_t since;
+	uint32_t eager;
+	uint64_t waited[SS_MAX];
+};
+
+/**
+ * struct sstreams - one device's streams
+ * @vmm: its space (events)
+ * @s: the streams, in the order they were seen; @nr of them
+ * @seq: the last free's number
+ * @synced: every free up to this number is complete (a device sync)
+ * @capture: a graph capture is under way: record and wait on nothing
+ * @syncs: device-wide synchronisations the plan's slots needed
+ * @checkpoints: events recorded
+ * @waits: cuStreamWaitEvent calls
+ */
+struct sstreams {
+	struct vmm_space *vmm;
+	struct sstream s[SS_MAX];
+	unsigned int nr;
+	uint64_t seq;
+	uint64_t synced;
+	unsigned int capture;
+	uint64_t syncs;
+	uint64_t checkpoints;
+	uint64_t waits;
+};
+
+void ss_init(struct sstreams *t, struct vmm_space *vmm);
+/* Destroy the events (tear-down). */
+void ss_destroy(struct sstreams *t);
+
+/* The slot of @stream (a new one the first time it is seen). */
+unsigned int ss_slot(struct sstreams *t, void *stream);
+
+/* Add the users of @b to @a (pairs the device already waited for go). */
+void ss_merge(struct sstreams *t, struct ss_tags *a, const struct ss_tags *b);
+/* Add slot @i, which freed the range at number @seq (0: uses it now). */
+void ss_tag(struct ss_tags *tags, unsigned int i, uint64_t seq);
+/* Tags of a range stream slot @i uses now. */
+static inline struct ss_tags ss_user(unsigned int i)
+{
+	return (struct ss_tags){ .nr = 1, .idx = { (uint8_t)i } };
+}
+
+/*
+ * A free on stream @i of memory whose users (the allocating stream, those
+ * record_stream named) are in *@tags: number it, add @i, and checkpoint
+ * the streams when it is time -- at once for memory several streams used,
+ * as PyTorch records its events; else every SS_CKPT_EVERY frees, or at each
+ * of the next SS_EAGER frees once another stream waited for its memory.
+ */
+void ss_freed(struct sstreams *t, struct ss_tags *tags, unsigned int i);
+
+/*
+ * Wait for the whole device (the out-of-memory path): everything freed so
+ * far is ready for every stream.  Not during a capture (-EAGAIN).
+ */
+int ss_sync(struct sstreams *t);
+
+/*
+ * May stream @i use memory tagged @tags now, without a device sync (and,
+ * during a capture, without any new wait)?  Makes the streams it would
+ * wait for eager when not.
+ */
+static inline bool ss_ready(struct sstreams *t, const struct ss_tags *tags,
+			    unsigned int i);
+bool ss_ready_slow(struct sstreams *t, const struct ss_tags *tags,
+		   unsigned int i);
+
+static inline bool ss_ready(struct sstreams *t, const struct ss_tags *tags,
+			    unsigned int i)
+{
+	/* one stream, or memory nobody used, or used only by stream @i */
+	if (t->nr <= 1 || !tags->nr ||
+	    (tags->nr == 1 && tags->idx[0] == i && !tags->all))
+		return true;
+	return ss_ready_slow(t, tags, i);
+}
+
+/*
+ * Make stream @i wait for the users of memory tagged @tags: on their
+ * checkpoints when ready, else (@may_sync) with a device-wide sync.
+ * -EAGAIN when not ready and no sync is allowed (a capture).
+ */
+int ss_wait(struct sstreams *t, const struct ss_tags *tags, unsigned int i,
+	    bool may_sync);
+
+#endif /* STALLOC_MAPPER_STREAMS_H */
