@@ -21,6 +21,7 @@
 #include <stalloc/stalloc.h>
 
 #include "../vmm/vmm.h"
+#include "graph.h"
 #include "streams.h"
 
 #define DYN_ALIGN 512

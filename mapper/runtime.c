@@ -44,6 +44,7 @@ struct mdev {
 	struct dyn_region dyn;
 	struct slab_cache slab;
 	struct sstreams ss;
+	struct graph_pools gp;
 	struct cds_lfht *blocks;
 	struct trec *rec;
 	bool planned; /* plan mode with a usable plan */
@@ -135,6 +136,7 @@ static int dev_open_vmm(struct mdev *d)
 		vmm_set_phys_limit(d->vmm, lim);
 	}
 	ss_init(&d->ss, d->vmm);
+	gp_init(&d->gp);
 	dyn_init(&d->dyn, d->vmm, vmm_base(d->vmm),
 		 vmm_base(d->vmm) + vmm_size(d->vmm), &d->ss);
 	return 0;
@@ -377,6 +379,8 @@ static void report_oom(struct mdev *d, size_t size)
 /* Give cached memory back: free chunks unmapped, pooled chunks released. */
 static void dev_trim(struct mdev *d)
 {
+	if (d->ss.capture)
+		return; /* no unmap while a graph is captured */
 	slab_trim(&d->slab);
 	dyn_release(&d->dyn);
 	vmm_trim(d->vmm, 0);
@@ -409,7 +413,7 @@ static void high_water(struct mdev *d)
  */
 static void warmup_done(struct mdev *d)
 {
-	if (likely(!d->match.warm_done))
+	if (likely(!d->match.warm_done) || d->ss.capture)
 		return;
 	d->match.warm_done = false;
 	/* stalloc_free reads it without the lock */
@@ -453,6 +457,43 @@ static bool plan_alloc(struct mdev *d, uint64_t size, uint64_t id, void *stream,
 	return true;
 }
 
+static void *dyn_done(struct mdev *d, struct mblock *b, size_t size,
+		      void *stream);
+
+/*
+ * A request while a graph pool is active: to the pool if its filter takes
+ * @stream, else the ordinary way, never from the plan (plans stay out of
+ * captured regions).  Mapping memory during a capture needs the relaxed
+ * capture mode, as PyTorch's own allocator uses for cudaMalloc.  Device
+ * lock held; dropped here.
+ */
+static void *graph_alloc(struct mdev *d, size_t size, void *stream)
+{
+	struct mpool *pool = gp_route(&d->gp, stream);
+	unsigned int slot = ss_slot(&d->ss, stream);
+	struct mblock *b;
+	int err, old = 0;
+
+	err = vmm_capture_relax(d->vmm, true, &old);
+	if (!err) {
+		if (pool)
+			err = gp_alloc(pool, &d->dyn, size, slot, &b);
+		else
+			err = slab_takes(size) ?
+				      slab_alloc(&d->slab, size, slot, &b) :
+				      dyn_alloc(&d->dyn, size, slot, &b);
+		vmm_capture_relax(d->vmm, false, &old);
+	}
+	if (unlikely(err)) {
+		d->st.oom++;
+		pthread_mutex_unlock(&d->lock);
+		sa_trace(oom, d->device, size);
+		report_oom(d, size);
+		return NULL;
+	}
+	return dyn_done(d, b, size, stream);
+}
+
 void *stalloc_malloc(size_t size, int device, void *stream)
 {
 	struct mdev *d;
@@ -470,6 +511,8 @@ void *stalloc_malloc(size_t size, int device, void *stream)
 	if (unlikely(!d))
 		return NULL;
 	pthread_mutex_lock(&d->lock);
+	if (unlikely(d->gp.active))
+		return graph_alloc(d, size, stream);
 	if (d->planned) {
 		uint64_t addr, id = ++d->next_id;
 		int cls;
@@ -494,7 +537,7 @@ void *stalloc_malloc(size_t size, int device, void *stream)
 		 * Out of memory: wait for the device, so that memory freed
 		 * on other streams is ready, trim, then once more.
 		 */
-		if (d->ss.nr > 1)
+		if (d->ss.nr > 1 && !d->ss.capture)
 			ss_sync(&d->ss);
 		dev_trim(d);
 	}
@@ -505,6 +548,18 @@ void *stalloc_malloc(size_t size, int device, void *stream)
 		report_oom(d, size);
 		return NULL;
 	}
+	return dyn_done(d, b, size, stream);
+}
+
+/*
+ * A dynamic block @b was found for a request of @size on @stream: publish
+ * it, count it, trace it.  Device lock held; dropped here.
+ */
+static void *dyn_done(struct mdev *d, struct mblock *b, size_t size,
+		      void *stream)
+{
+	int device = d->device;
+
 	d->st.dynamic_bytes += size;
 	b->req = size;
 	b->id = ++d->next_id;
@@ -599,7 +654,10 @@ void stalloc_free(void *ptr, size_t size, int device, void *stream)
 	d->st.allocated -= b->req;
 	d->st.dynamic_bytes -= b->req;
 	ss_freed(&d->ss, &b->tags, ss_slot(&d->ss, stream));
-	if (b->slab)
+	if (unlikely(b->pool || d->gp.active) &&
+	    gp_free(&d->gp, &d->ss, &d->dyn, b))
+		; /* kept for its graph, or set aside until the capture ends */
+	else if (b->slab)
 		slab_free(&d->slab, b);
 	else
 		dyn_free(&d->dyn, b);
@@ -612,7 +670,9 @@ void stalloc_free(void *ptr, size_t size, int device, void *stream)
 	if (unlikely(d->cache_limit ||
 		     __atomic_load_n(&d->warm_trim, __ATOMIC_RELAXED))) {
 		pthread_mutex_lock(&d->lock);
-		if (d->warm_trim)
+		if (d->ss.capture)
+			; /* no unmap while a graph is captured */
+		else if (d->warm_trim)
 			dyn_release(&d->dyn);
 		else
 			high_water(d);
@@ -698,6 +758,56 @@ void stalloc_record_stream(void *ptr, void *stream)
 	       "runtime: record_stream of %p: not "
 	       "allocated by stalloc",
 	       ptr);
+}
+
+int stalloc_pool_begin(int device, uint64_t id0, uint64_t id1,
+		       int (*filter)(void *ctx, void *stream), void *ctx,
+		       void (*drop)(void *ctx))
+{
+	const uint64_t id[2] = { id0, id1 };
+	struct mdev *d = dev_get(device);
+	int err;
+
+	if (!d)
+		return -EINVAL;
+	pthread_mutex_lock(&d->lock);
+	err = gp_begin(&d->gp, &d->ss, id, filter, ctx, drop);
+	pthread_mutex_unlock(&d->lock);
+	if (err)
+		sa_log(STALLOC_LOG_ERROR, "%s", stalloc_last_error());
+	return err;
+}
+
+int stalloc_pool_end(int device, uint64_t id0, uint64_t id1)
+{
+	const uint64_t id[2] = { id0, id1 };
+	struct mdev *d = dev_get(device);
+	int err;
+
+	if (!d)
+		return -EINVAL;
+	pthread_mutex_lock(&d->lock);
+	err = gp_end(&d->gp, &d->ss, &d->dyn, &d->slab, id);
+	pthread_mutex_unlock(&d->lock);
+	if (err)
+		sa_log(STALLOC_LOG_ERROR, "%s", stalloc_last_error());
+	return err;
+}
+
+int stalloc_pool_release(int device, uint64_t id0, uint64_t id1)
+{
+	const uint64_t id[2] = { id0, id1 };
+	struct mdev *d = dev_get(device);
+	int err;
+
+	if (!d)
+		return -EINVAL;
+	pthread_mutex_lock(&d->lock);
+	err = gp_release(&d->gp, &d->ss, &d->dyn, id);
+	pthread_mutex_unlock(&d->lock);
+	if (err)
+		sa_log(STALLOC_LOG_ERROR, "%s", stalloc_last_error());
+	return err;
 }
 
 void stalloc_mark(const char *label)
@@ -938,6 +1048,7 @@ void stalloc_shutdown(void)
 		dyn_destroy(&d->dyn);
 		if (d->planned)
 			match_destroy(&d->match);
+		gp_destroy(&d->gp);
 		ss_destroy(&d->ss);
 		vmm_space_destroy(d->vmm);
 		pthread_mutex_destroy(&d->lock);

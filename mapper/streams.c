@@ -70,10 +70,17 @@ void ss_tag(struct ss_tags *tags, unsigned int i, uint64_t seq)
 		tags->all_seq = seq;
 }
 
+void ss_tag_sync(struct sstreams *t, struct ss_tags *tags)
+{
+	tags->sync_seq = ++t->seq;
+}
+
 void ss_merge(struct sstreams *t, struct ss_tags *a, const struct ss_tags *b)
 {
 	unsigned int k;
 
+	if (b->sync_seq > t->synced && b->sync_seq > a->sync_seq)
+		a->sync_seq = b->sync_seq;
 	if (b->all && b->all_seq > t->synced) {
 		a->all = true;
 		if (b->all_seq > a->all_seq)
@@ -146,7 +153,7 @@ static bool slot_ready(struct sstreams *t, unsigned int j, uint64_t seq,
 bool ss_ready_slow(struct sstreams *t, const struct ss_tags *tags,
 		   unsigned int i)
 {
-	bool ready = true;
+	bool ready = tags->sync_seq <= t->synced;
 	unsigned int k;
 
 	if (tags->all && tags->all_seq > t->synced)

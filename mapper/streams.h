@@ -41,12 +41,16 @@
  * @idx: their slots in the device's table
  * @seq: for each, the number of its last free of the range (0: it uses
  *	the range now, nothing to wait for yet)
+ * @sync_seq: work of streams nobody named may use it (a CUDA graph's
+ *	replays): ready only once the device was synchronised after free
+ *	number @sync_seq (0: none)
  */
 struct ss_tags {
 	bool all;
 	uint8_t nr;
 	uint8_t idx[SS_TAGS];
 	uint64_t all_seq;
+	uint64_t sync_seq;
 	uint64_t seq[SS_TAGS];
 };
 
@@ -105,6 +109,8 @@ unsigned int ss_slot(struct sstreams *t, void *stream);
 void ss_merge(struct sstreams *t, struct ss_tags *a, const struct ss_tags *b);
 /* Add slot @i, which freed the range at number @seq (0: uses it now). */
 void ss_tag(struct ss_tags *tags, unsigned int i, uint64_t seq);
+/* Mark a range as used by unknown streams until the next device sync. */
+void ss_tag_sync(struct sstreams *t, struct ss_tags *tags);
 /* Tags of a range stream slot @i uses now. */
 static inline struct ss_tags ss_user(unsigned int i)
 {
@@ -140,6 +146,8 @@ static inline bool ss_ready(struct sstreams *t, const struct ss_tags *tags,
 			    unsigned int i)
 {
 	/* one stream, or memory nobody used, or used only by stream @i */
+	if (tags->sync_seq > t->synced)
+		return false;
 	if (t->nr <= 1 || !tags->nr ||
 	    (tags->nr == 1 && tags->idx[0] == i && !tags->all))
 		return true;

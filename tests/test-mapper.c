@@ -973,6 +973,80 @@ static void test_driver_faults(void **state)
 	stalloc_set_log_level(old);
 }
 
+static int only_stream(void *ctx, void *stream)
+{
+	return stream == ctx;
+}
+
+static int drops;
+
+static void count_drop(void *ctx)
+{
+	(void)ctx;
+	drops++;
+}
+
+/*
+ * CUDA graph pools: what a capture allocates is the pool's until it is
+ * released; ordinary memory freed during the capture is set aside until it
+ * ends; the pool reuses its own freed blocks; unknown ids are refused.
+ */
+static void test_graph_pool(void **state)
+{
+	void *cap = (void *)0x1000, *other = (void *)0x2000;
+	void *x, *p, *q, *y, *z;
+	const struct fx_fake *fk = fx_fake();
+	unsigned long sync = fk ? fk->calls("cuCtxSynchronize") : 0;
+
+	(void)state;
+	if (fk) {
+		void *a;
+
+		x = stalloc_malloc(MB, 0, NULL);
+		stalloc_free(x, 0, 0, NULL);
+		fake_streams(&a, &cap);
+		fake_streams(&other, &a);
+		sync = fk->calls("cuCtxSynchronize");
+	}
+	x = stalloc_malloc(4 * MB, 0, cap); /* ordinary, before the capture */
+	assert_non_null(x);
+	drops = 0;
+	assert_int_equal(
+		stalloc_pool_begin(0, 7, 9, only_stream, cap, count_drop), 0);
+	assert_int_equal(stalloc_pool_begin(0, 7, 9, NULL, NULL, NULL), -EBUSY);
+	stalloc_free(x, 0, 0, cap); /* set aside: the graph may not get it */
+	p = stalloc_malloc(4 * MB, 0, cap);
+	assert_non_null(p);
+	assert_ptr_not_equal(p, x);
+	y = stalloc_malloc(4 * MB, 0, other); /* not the pool's stream */
+	assert_ptr_not_equal(y, x);
+	assert_ptr_not_equal(y, p);
+	stalloc_free(p, 0, 0, cap); /* the pool reuses its own blocks */
+	q = stalloc_malloc(4 * MB, 0, cap);
+	assert_ptr_equal(q, p);
+	assert_int_equal(stalloc_pool_end(0, 7, 9), 0);
+	assert_int_equal(drops, 1);
+	assert_int_equal(stalloc_pool_end(0, 7, 9), -ENOENT);
+
+	/* after the capture: x is free again, q stays the graph's */
+	z = stalloc_malloc(4 * MB, 0, cap);
+	assert_ptr_not_equal(z, q);
+	if (!fk) /* on the fake, x merged with memory of other streams */
+		assert_ptr_equal(z, x);
+	stalloc_free(q, 0, 0, cap);
+	stalloc_free(z, 0, 0, cap);
+	z = stalloc_malloc(4 * MB, 0, cap);
+	assert_ptr_not_equal(z, q);
+	stalloc_free(z, 0, 0, cap);
+	stalloc_free(y, 0, 0, other);
+	assert_int_equal(stalloc_pool_release(0, 7, 9), 0);
+	assert_int_equal(stalloc_pool_release(0, 7, 9), -ENOENT);
+	if (fk) {
+		assert_int_equal(fk->calls("cuCtxSynchronize"), sync);
+		assert_int_equal(fk->violations(), 0);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -986,8 +1060,8 @@ int main(int argc, char **argv)
 		T(test_plan_corrupt),	T(test_auto_mode),
 		T(test_plan_reuse),	T(test_streams),
 		T(test_stream_syncs),	T(test_stream_destroyed),
-		T(test_plan_streams),	T(test_slab),
-		T(test_driver_faults),
+		T(test_graph_pool),	T(test_plan_streams),
+		T(test_slab),		T(test_driver_faults),
 #undef T
 	};
 	const char *backend = argc > 1 ? argv[1] : "host";

@@ -202,6 +202,37 @@ STALLOC_API void stalloc_memory_fraction(double fraction, int device);
 STALLOC_API void stalloc_record_stream(void *ptr, void *stream);
 
 /**
+ * stalloc_pool_begin() - allocate to a CUDA graph's private pool
+ * @device: the device
+ * @id0: the pool's id (PyTorch's MempoolId_t, first half)
+ * @id1: its second half
+ * @filter: does an allocation on @stream go to the pool (nonzero: yes); NULL
+ *	sends every allocation on @device there
+ * @ctx: @filter's first argument
+ * @drop: called with @ctx when the pool stops being allocated to (may be
+ *	NULL)
+ *
+ * Call it before the capture begins and stalloc_pool_end() once it ended:
+ * memory allocated in between (on the streams @filter names) is the
+ * graph's, reused only by the pool until stalloc_pool_release(); ordinary
+ * memory freed during the capture is set aside until it ends; and while a
+ * pool is active stalloc makes no capture-unsafe driver call (no sync, no
+ * unmap, no event on the legacy stream).  The same id may be begun again
+ * (graphs sharing a pool).  Returns 0 or a negative errno (-EBUSY: the
+ * pool is already active; -ENOMEM).
+ */
+STALLOC_API int stalloc_pool_begin(int device, uint64_t id0, uint64_t id1,
+				   int (*filter)(void *ctx, void *stream),
+				   void *ctx, void (*drop)(void *ctx));
+/* The capture ended.  0, or -ENOENT when the pool is not active. */
+STALLOC_API int stalloc_pool_end(int device, uint64_t id0, uint64_t id1);
+/*
+ * The graph is gone: its pool's memory goes back (after a device sync,
+ * since replays ran on streams stalloc never saw).  0, or -ENOENT.
+ */
+STALLOC_API int stalloc_pool_release(int device, uint64_t id0, uint64_t id1);
+
+/**
  * stalloc_mark() - mark a point of the training loop
  * @label: one word; "iteration" starts an iteration
  */
