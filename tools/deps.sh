@@ -4,7 +4,7 @@
 # Run as root (CI is).  Safe to run again: installed packages are skipped.
 set -eu
 
-PKGS="make gcc clang pkg-config liburcu-dev libcmocka-dev liblttng-ust-dev
+PKGS="make gcc g++ clang pkg-config liburcu-dev libcmocka-dev liblttng-ust-dev
 zlib1g-dev python3 python3-torch lttng-tools babeltrace2
 clang-format clang-tidy cppcheck"
 

@@ -292,12 +292,12 @@ class HostBackendTest(unittest.TestCase):
 def fake_torch(version="2.3.0", hooks=None, initialized=False):
     """Make a fake ``torch`` module; return it and the list of its calls.
 
-    @hooks: the setters the native allocator object has (default: all four
+    @hooks: the setters the native allocator object has (default: all
     that enable() knows).  Each call is logged as a tuple.
     """
     calls = []
     if hooks is None:
-        hooks = [setter for setter, _ in stalloc._HOOKS]
+        hooks = [setter for setter, _ in stalloc._HOOKS + stalloc._POOL_HOOKS]
 
     native = types.SimpleNamespace()
     for name in hooks:
@@ -359,6 +359,10 @@ class EnableTest(unittest.TestCase):
     def fn_ptr(self, name):
         return ctypes.cast(getattr(self.lib, name), ctypes.c_void_p).value
 
+    def shim_ptr(self, name):
+        shim = ctypes.CDLL(stalloc.torch_shim(self.lib))
+        return ctypes.cast(getattr(shim, name), ctypes.c_void_p).value
+
     def test_torch_missing(self):
         self.with_torch(None)  # "import torch" raises ImportError
         with self.assertRaises(stalloc.StallocError) as cm:
@@ -411,13 +415,19 @@ class EnableTest(unittest.TestCase):
         }
         self.assertEqual(calls, [
             ("is_initialized",),
-            ("CUDAPluggableAllocator", self.lib.stalloc_path,
-             "stalloc_malloc", "stalloc_free", want_env),
+            ("CUDAPluggableAllocator", stalloc.torch_shim(self.lib),
+             "stalloc_torch_malloc", "stalloc_torch_free", want_env),
             ("set_init_fn", self.fn_ptr("stalloc_init")),
             ("set_reset_fn", self.fn_ptr("stalloc_empty_cache")),
             ("set_memory_fraction_fn",
              self.fn_ptr("stalloc_memory_fraction")),
             ("set_record_stream_fn", self.fn_ptr("stalloc_record_stream")),
+            ("set_begin_allocate_to_pool",
+             self.shim_ptr("stalloc_torch_begin_allocate_to_pool")),
+            ("set_end_allocate_to_pool_fn",
+             self.shim_ptr("stalloc_torch_end_allocate_to_pool")),
+            ("set_release_pool",
+             self.shim_ptr("stalloc_torch_release_pool")),
             ("change_current_allocator", alloc),
         ])
         self.assertIsInstance(alloc, torch.cuda.memory.CUDAPluggableAllocator)
@@ -449,7 +459,8 @@ class EnableTest(unittest.TestCase):
         torch, calls = fake_torch("2.4.1")
         self.with_torch(torch)
         stalloc.enable(library=os.path.dirname(self.lib.stalloc_path))
-        self.assertEqual(calls[1][1], self.lib.stalloc_path)
+        self.assertEqual(calls[1][1], os.path.join(
+            os.path.dirname(self.lib.stalloc_path), "libstalloc-torch.so"))
 
     def test_bad_arguments(self):
         torch, calls = fake_torch("2.3.0")

@@ -56,6 +56,7 @@ __all__ = [
     "mark",
     "stats",
     "empty_cache",
+    "torch_shim",
     "version",
 ]
 
@@ -75,6 +76,15 @@ _HOOKS = (
     ("set_memory_fraction_fn", "stalloc_memory_fraction"),
     ("set_record_stream_fn", "stalloc_record_stream"),
 )
+
+# The CUDA graph pool hooks (torch >= 2.3), from libstalloc-torch.so: their
+# types are C++ (a MempoolId_t and a std::function), so the shim takes them.
+_POOL_HOOKS = (
+    ("set_begin_allocate_to_pool", "stalloc_torch_begin_allocate_to_pool"),
+    ("set_end_allocate_to_pool_fn", "stalloc_torch_end_allocate_to_pool"),
+    ("set_release_pool", "stalloc_torch_release_pool"),
+)
+_SHIM = "libstalloc-torch.so"
 
 
 class StallocError(RuntimeError):
@@ -332,6 +342,27 @@ def _fn_ptr(lib, name):
     return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
 
 
+def torch_shim(lib=None):
+    """Return the path of libstalloc-torch.so, the C++ shim PyTorch loads.
+
+    It sits beside the libstalloc :func:`library` loaded (the build
+    directory, or the installed library directory).
+
+    :raises StallocError: when it is not there.
+    """
+    lib = lib or library()
+    path = os.path.join(os.path.dirname(os.path.abspath(lib.stalloc_path))
+                        if os.sep in lib.stalloc_path else "", _SHIM)
+    if os.sep in path and os.path.isfile(path):
+        return path
+    name = ctypes.util.find_library("stalloc-torch")
+    if name:
+        return name
+    raise StallocError("cannot find %s beside %s: build it (make all) or "
+                       "install it (make install)" % (_SHIM,
+                                                      lib.stalloc_path))
+
+
 def enable(mode="auto", plan=None, trace=None, auto_iters=None,
            backend=None, library=None, log=None):
     """Make libstalloc PyTorch's CUDA allocator.
@@ -366,8 +397,14 @@ def enable(mode="auto", plan=None, trace=None, auto_iters=None,
         has already initialised CUDA, or the library cannot be loaded.
         Nothing is changed then, not even the environment.
 
-    The hooks ``init``, ``reset`` (:func:`empty_cache`), ``memory fraction``
-    and ``record stream`` are installed where the torch version has them.
+    The allocation functions come from ``libstalloc-torch.so`` (beside the
+    library): out of memory raises ``RuntimeError("CUDA out of memory
+    (stalloc) ...")`` with stalloc's figures instead of handing PyTorch a
+    NULL (``STALLOC_OOM=abort`` stops the process with the report instead).
+    The hooks ``init``, ``reset`` (:func:`empty_cache`), ``memory fraction``,
+    ``record stream`` and, from torch 2.3, the CUDA graph pool hooks
+    (``begin/end_allocate_to_pool``, ``release_pool``) are installed where
+    the torch version has them.
     """
     env = _settings(mode, plan, trace, auto_iters, backend, log)
     torch = _import_torch()
@@ -376,14 +413,22 @@ def enable(mode="auto", plan=None, trace=None, auto_iters=None,
                            "initialised: call it before the first tensor "
                            "is put on a GPU")
     lib = _load_library(library)
+    shim_path = torch_shim(lib)
+    try:
+        shim = ctypes.CDLL(shim_path)
+    except OSError as exc:
+        raise StallocError("cannot load %s: %s" % (shim_path, exc)) from exc
     os.environ.update(env)
     alloc = torch.cuda.memory.CUDAPluggableAllocator(
-        lib.stalloc_path, "stalloc_malloc", "stalloc_free")
+        shim_path, "stalloc_torch_malloc", "stalloc_torch_free")
     native = alloc.allocator() if hasattr(alloc, "allocator") \
         else getattr(alloc, "_allocator", None)
     for setter, fn in _HOOKS:
         if hasattr(native, setter):
             getattr(native, setter)(_fn_ptr(lib, fn))
+    for setter, fn in _POOL_HOOKS:
+        if hasattr(native, setter):
+            getattr(native, setter)(_fn_ptr(shim, fn))
     torch.cuda.memory.change_current_allocator(alloc)
     return alloc
 
