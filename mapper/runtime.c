@@ -14,7 +14,10 @@
  * with the matcher.
  *
  * Locking order: devs_lock (device creation and shutdown only) before a
- * device's lock; never the other way.  No lock is held across a trace
+ * device's lock; never the other way.  fork() takes them all in that order
+ * (pthread_atfork), so the child finds none held; its cuda devices are
+ * left behind untouched (a CUDA context does not survive fork) and made
+ * anew if the child uses the device.  No lock is held across a trace
  * write.  Failure never crashes the caller: NULL and a message.
  */
 #include <errno.h>
@@ -67,6 +70,7 @@ struct mdev {
 static struct mdev *devs[MAX_DEVICES];
 static double fractions[MAX_DEVICES];
 static pthread_mutex_t devs_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
 static unsigned long hash_ptr(uint64_t p)
 {
@@ -324,6 +328,52 @@ static void dev_auto_mark(struct mdev *d)
 		       d->device);
 }
 
+static void fork_prepare(void)
+{
+	int i;
+
+	pthread_mutex_lock(&devs_lock);
+	for (i = 0; i < MAX_DEVICES; i++)
+		if (devs[i])
+			pthread_mutex_lock(&devs[i]->lock);
+}
+
+static void fork_parent(void)
+{
+	int i;
+
+	for (i = 0; i < MAX_DEVICES; i++)
+		if (devs[i])
+			pthread_mutex_unlock(&devs[i]->lock);
+	pthread_mutex_unlock(&devs_lock);
+}
+
+/*
+ * The child: every lock free again.  A device on the cuda backend is the
+ * parent's (its context, events and mappings mean nothing here): it is
+ * dropped, never freed or used, and made anew on the child's first use.
+ */
+static void fork_child(void)
+{
+	int i;
+
+	for (i = 0; i < MAX_DEVICES; i++) {
+		struct mdev *d = devs[i];
+
+		if (!d)
+			continue;
+		pthread_mutex_unlock(&d->lock);
+		if (!strcmp(vmm_backend_name(d->vmm), "cuda"))
+			devs[i] = NULL; /* left to the parent */
+	}
+	pthread_mutex_unlock(&devs_lock);
+}
+
+static void fork_register(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
 /* The device's state, made on first use; NULL (and a message) on error. */
 static struct mdev *dev_get(int device)
 {
@@ -339,6 +389,7 @@ static struct mdev *dev_get(int device)
 	d = rcu_dereference(devs[device]);
 	if (likely(d))
 		return d;
+	pthread_once(&fork_once, fork_register);
 	pthread_mutex_lock(&devs_lock);
 	d = devs[device];
 	if (!d) {

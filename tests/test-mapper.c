@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -973,6 +974,60 @@ static void test_driver_faults(void **state)
 	stalloc_set_log_level(old);
 }
 
+static void *fork_churn(void *arg)
+{
+	volatile int *stop = arg;
+
+	while (!*stop) {
+		void *p = stalloc_malloc(3 * MB, 0, NULL);
+
+		stalloc_free(p, 0, 0, NULL);
+	}
+	return NULL;
+}
+
+/*
+ * fork() while another thread allocates: the child never deadlocks on a
+ * lock held at fork time; on the cuda backend it does not touch the
+ * parent's device state (it starts afresh), on the host backend it goes
+ * on with it.
+ */
+static void test_fork(void **state)
+{
+	volatile int stop = 0;
+	pthread_t t;
+	int i, status;
+
+	(void)state;
+	stalloc_free(stalloc_malloc(MB, 0, NULL), 0, 0, NULL);
+	assert_int_equal(pthread_create(&t, NULL, fork_churn, (void *)&stop),
+			 0);
+	for (i = 0; i < 20; i++) {
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			struct stalloc_stats st;
+			bool cuda = !strcmp(getenv("STALLOC_BACKEND"), "cuda");
+			void *p;
+
+			alarm(10); /* a deadlock fails the test, not CI */
+			if (cuda && !stalloc_stats(0, &st))
+				_exit(3); /* the parent's device, reused */
+			p = stalloc_malloc(MB, 0, NULL);
+			if (!p)
+				_exit(4);
+			stalloc_free(p, 0, 0, NULL);
+			_exit(0);
+		}
+		assert_true(pid > 0);
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+	}
+	stop = 1;
+	pthread_join(t, NULL);
+}
+
 static int only_stream(void *ctx, void *stream)
 {
 	return stream == ctx;
@@ -1060,8 +1115,9 @@ int main(int argc, char **argv)
 		T(test_plan_corrupt),	T(test_auto_mode),
 		T(test_plan_reuse),	T(test_streams),
 		T(test_stream_syncs),	T(test_stream_destroyed),
-		T(test_graph_pool),	T(test_plan_streams),
-		T(test_slab),		T(test_driver_faults),
+		T(test_graph_pool),	T(test_fork),
+		T(test_plan_streams),	T(test_slab),
+		T(test_driver_faults),
 #undef T
 	};
 	const char *backend = argc > 1 ? argv[1] : "host";
