@@ -115,6 +115,10 @@ static void test_map_write_read(void **state)
 	assert_int_equal(st.bytes_mapped, 3 * f->chunk);
 	assert_int_equal(st.phys_bytes, 3 * f->chunk);
 	assert_int_equal(st.chunks_created, 3);
+	/* three or more new chunks: the end ones get a segment each */
+	assert_int_equal(st.segs_created, 3);
+	assert_int_equal(st.mappings, 3);
+	assert_int_equal(st.calls[VMM_CALL_CREATE], 3);
 	assert_int_equal(st.calls[VMM_CALL_MAP], 3);
 	/* one access call for the whole contiguous range */
 	assert_int_equal(st.calls[VMM_CALL_SET_ACCESS], 1);
@@ -191,16 +195,25 @@ static void test_pool_reuse_and_trim(void **state)
 
 	assert_int_equal(vmm_map(f->s, va_at(f, 0), 8 * f->chunk), 0);
 	assert_int_equal(vmm_unmap(f->s, va_at(f, 0), 8 * f->chunk, 0), 0);
-	assert_int_equal(vmm_map(f->s, va_at(f, 30), 5 * f->chunk), 0);
+	assert_int_equal(vmm_map(f->s, va_at(f, 20), 8 * f->chunk), 0);
 	vmm_get_stats(f->s, &st);
 	assert_int_equal(st.chunks_created, 8); /* reused, none new */
-	assert_int_equal(st.chunks_pooled, 3);
+	assert_int_equal(st.segs_created, 3); /* 1 + 6 + 1 chunks */
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 20), 8 * f->chunk, 0), 0);
+	/* the 6-chunk segment is too large for 5: the two 1-chunk ones
+	 * serve, three new chunks do the rest */
+	assert_int_equal(vmm_map(f->s, va_at(f, 30), 5 * f->chunk), 0);
+	vmm_get_stats(f->s, &st);
+	assert_int_equal(st.chunks_created, 11);
+	assert_int_equal(st.chunks_pooled, 6);
+	/* segments go whole: keeping one chunk keeps none of the 6 */
 	assert_int_equal(vmm_trim(f->s, f->chunk), 0);
 	vmm_get_stats(f->s, &st);
-	assert_int_equal(st.chunks_pooled, 1);
-	assert_int_equal(st.chunks_destroyed, 2);
-	assert_int_equal(st.phys_bytes, 6 * f->chunk);
-	assert_int_equal(st.phys_bytes_peak, 8 * f->chunk);
+	assert_int_equal(st.chunks_pooled, 0);
+	assert_int_equal(st.chunks_destroyed, 6);
+	assert_int_equal(st.segs_live, 5);
+	assert_int_equal(st.phys_bytes, 5 * f->chunk);
+	assert_int_equal(st.phys_bytes_peak, 11 * f->chunk);
 	assert_int_equal(vmm_unmap(f->s, va_at(f, 30), 5 * f->chunk, 0), 0);
 	assert_int_equal(vmm_trim(f->s, 0), 0);
 	vmm_get_stats(f->s, &st);
@@ -244,6 +257,13 @@ static void test_bad_input(void **state)
 	EXPECT_REJECT(f, vmm_unmap(f->s, va_at(f, 0), c, 0), -EINVAL);
 	EXPECT_REJECT(f, vmm_unmap(f->s, va_at(f, 5), 2 * c, 0), -EINVAL);
 	EXPECT_REJECT(f, vmm_unmap(f->s, va_at(f, 4), 0, 0), -EINVAL);
+	/* part of a segment: it is unmapped whole or not at all */
+	EXPECT_REJECT(f, vmm_unmap(f->s, va_at(f, 4), c, 0), -EBUSY);
+	assert_non_null(strstr(stalloc_last_error(), "whole"));
+	EXPECT_REJECT(f, vmm_alias(f->s, va_at(f, 5), va_at(f, 20), c),
+		      -EINVAL);
+	EXPECT_REJECT(f, vmm_remap(f->s, va_at(f, 4), va_at(f, 20), c, 0),
+		      -EINVAL);
 	/* remap / alias: overlap, unmapped source, mapped destination */
 	EXPECT_REJECT(f, vmm_remap(f->s, va_at(f, 4), va_at(f, 5), c, 0),
 		      -EBUSY);
@@ -270,12 +290,20 @@ static void test_physical_limit(void **state)
 	assert_int_equal(vmm_map(f->s, va_at(f, 30), 2 * c), 0);
 	EXPECT_REJECT(f, vmm_map(f->s, va_at(f, 32), c), -ENOMEM);
 	/* an alias needs no new memory */
-	assert_int_equal(vmm_alias(f->s, va_at(f, 0), va_at(f, 40), 8 * c), 0);
-	assert_int_equal(vmm_unmap(f->s, va_at(f, 10), 4 * c, 0), 0);
-	assert_int_equal(vmm_map(f->s, va_at(f, 50), 4 * c), 0);
+	assert_int_equal(vmm_alias(f->s, va_at(f, 30), va_at(f, 40), 2 * c),
+			 0);
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 30), 2 * c, 0), 0);
 	vmm_get_stats(f->s, &st);
-	assert_int_equal(st.phys_bytes, 32 * c);
-	assert_int_equal(st.chunks_created, 32);
+	assert_int_equal(st.chunks_pooled, 0); /* still mapped at 40 */
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 40), 2 * c, 0), 0);
+	/* the pooled 2-chunk segment is too large for 1 chunk and is
+	 * released to make room under the limit */
+	assert_int_equal(vmm_map(f->s, va_at(f, 50), c), 0);
+	vmm_get_stats(f->s, &st);
+	assert_int_equal(st.phys_bytes, 31 * c);
+	assert_int_equal(st.chunks_created, 33);
+	assert_int_equal(st.chunks_destroyed, 2);
+	assert_int_equal(st.chunks_pooled, 0);
 }
 
 static int count_run(const struct vmm_mapping *m, void *arg)
@@ -294,7 +322,8 @@ static void test_mapping_runs(void **state)
 	uint64_t c = f->chunk;
 
 	memset(runs, 0, sizeof(runs));
-	assert_int_equal(vmm_map(f->s, va_at(f, 0), 3 * c), 0);
+	assert_int_equal(vmm_map(f->s, va_at(f, 0), c), 0);
+	assert_int_equal(vmm_map(f->s, va_at(f, 1), 2 * c), 0);
 	assert_int_equal(vmm_map(f->s, va_at(f, 3), 2 * c), 0);
 	assert_int_equal(vmm_alias(f->s, va_at(f, 0), va_at(f, 63), c), 0);
 	assert_int_equal(vmm_for_each_mapping(f->s, count_run, runs), 0);
@@ -302,6 +331,7 @@ static void test_mapping_runs(void **state)
 	assert_int_equal(runs[1].va, va_at(f, 0));
 	assert_int_equal(runs[1].nr_chunks, 5);
 	assert_int_equal(runs[1].bytes, 5 * c);
+	assert_int_equal(runs[1].nr_segs, 3);
 	assert_true(runs[1].contiguous_ids);
 	assert_int_equal(runs[2].va, va_at(f, 63));
 	assert_int_equal(runs[2].first_chunk_id, 1);
@@ -497,7 +527,8 @@ static void test_unmap_synchronises(void **state)
 
 	if (!fk || strcmp(backend, "cuda"))
 		skip();
-	assert_int_equal(vmm_map(f->s, va_at(f, 0), 2 * f->chunk), 0);
+	assert_int_equal(vmm_map(f->s, va_at(f, 0), f->chunk), 0);
+	assert_int_equal(vmm_map(f->s, va_at(f, 1), f->chunk), 0);
 	n = fk->calls("cuCtxSynchronize");
 	assert_int_equal(vmm_unmap(f->s, va_at(f, 0), f->chunk, 0), 0);
 	assert_int_equal(fk->calls("cuCtxSynchronize"), n + 1);
