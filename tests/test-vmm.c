@@ -290,8 +290,7 @@ static void test_physical_limit(void **state)
 	assert_int_equal(vmm_map(f->s, va_at(f, 30), 2 * c), 0);
 	EXPECT_REJECT(f, vmm_map(f->s, va_at(f, 32), c), -ENOMEM);
 	/* an alias needs no new memory */
-	assert_int_equal(vmm_alias(f->s, va_at(f, 30), va_at(f, 40), 2 * c),
-			 0);
+	assert_int_equal(vmm_alias(f->s, va_at(f, 30), va_at(f, 40), 2 * c), 0);
 	assert_int_equal(vmm_unmap(f->s, va_at(f, 30), 2 * c, 0), 0);
 	vmm_get_stats(f->s, &st);
 	assert_int_equal(st.chunks_pooled, 0); /* still mapped at 40 */

@@ -271,8 +271,8 @@ int vmm_seg_destroy(struct vmm_space *s, struct vmm_seg *g,
 }
 
 /* Destroy the segments created by a failed call (pooled, unmapped). */
-static void vmm_drop_new(struct vmm_space *s, struct vmm_seg **segs,
-			 uint64_t k, uint64_t nr_new)
+static void vmm_drop_new(struct vmm_space *s, struct vmm_seg **segs, uint64_t k,
+			 uint64_t nr_new)
 {
 	CDS_LIST_HEAD(dead);
 	uint64_t i;
@@ -311,16 +311,15 @@ static int vmm_make_room(struct vmm_space *s, uint64_t nr_new,
 	if (s->st.chunks_live + nr_new <= limit)
 		return 0;
 	if (s->st.chunks_live - spare + nr_new > limit)
-		return sa_error(-ENOMEM,
-				"vmm: device %d: mapping %llu more bytes would "
-				"exceed the physical limit of %llu bytes "
-				"(%llu held, %llu pooled)",
-				s->be.device,
-				(unsigned long long)(nr_new * s->chunk),
-				(unsigned long long)s->phys_limit,
-				(unsigned long long)s->st.phys_bytes,
-				(unsigned long long)(s->st.chunks_pooled *
-						     s->chunk));
+		return sa_error(
+			-ENOMEM,
+			"vmm: device %d: mapping %llu more bytes would "
+			"exceed the physical limit of %llu bytes "
+			"(%llu held, %llu pooled)",
+			s->be.device, (unsigned long long)(nr_new * s->chunk),
+			(unsigned long long)s->phys_limit,
+			(unsigned long long)s->st.phys_bytes,
+			(unsigned long long)(s->st.chunks_pooled * s->chunk));
 	while (!err && s->st.chunks_live + nr_new > limit &&
 	       !cds_list_empty(&s->pool)) {
 		/* cppcheck-suppress nullPointer ; container_of idiom */
@@ -589,8 +588,7 @@ int vmm_remap(struct vmm_space *s, uint64_t from, uint64_t to, uint64_t bytes,
 	if (!err)
 		err = vmm_sync_locked(s, flags);
 	if (!err)
-		err = vmm_unmap_inside(s, vmm_slot(s, from),
-				       bytes / s->chunk);
+		err = vmm_unmap_inside(s, vmm_slot(s, from), bytes / s->chunk);
 	pthread_mutex_unlock(&s->lock);
 	return err;
 }
