@@ -288,6 +288,8 @@ static struct vmm_seg *vmm_pool_fit(struct vmm_space *s, uint64_t left)
 	struct vmm_seg *g, *best = NULL;
 
 	cds_list_for_each_entry(g, &s->pool, pool_node)
+		/* the analyzer loses track of the list moves in vmm_gather */
+		/* NOLINTNEXTLINE(clang-analyzer-core.UndefinedBinaryOperatorResult) */
 		if (g->nr <= left && (!best || g->nr > best->nr))
 			best = g;
 	return best;
@@ -474,7 +476,7 @@ int vmm_unmap(struct vmm_space *s, uint64_t va, uint64_t bytes,
 {
 	const struct vmm_ment *straddle = NULL;
 	uint64_t first, n, i, inside = 0;
-	int err;
+	int err, ret;
 
 	err = vmm_check_child(s, "unmap") ?:
 		      vmm_check_range(s, "unmap", va, bytes);
@@ -499,7 +501,9 @@ int vmm_unmap(struct vmm_space *s, uint64_t va, uint64_t bytes,
 		if (!inside)
 			goto out_unlock;
 	}
-	err = vmm_sync_locked(s, flags) ?: vmm_unmap_inside(s, first, n) ?: err;
+	ret = vmm_sync_locked(s, flags) ?: vmm_unmap_inside(s, first, n);
+	if (ret)
+		err = ret;
 out_unlock:
 	pthread_mutex_unlock(&s->lock);
 	if (!err)

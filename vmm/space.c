@@ -238,7 +238,7 @@ int vmm_space_create(const struct vmm_config *cfg, struct vmm_space **out)
 	       "segments up to %llu bytes, physical limit %llu, peers %#llx",
 	       s->be.device, s->be.info.name, (unsigned long long)s->size,
 	       (unsigned long long)s->base, s->chunk,
-	       (unsigned long long)(s->seg_max * s->chunk),
+	       (unsigned long long)s->seg_max * s->chunk,
 	       (unsigned long long)s->phys_limit,
 	       (unsigned long long)s->be.peer_mask);
 	*out = s;
