@@ -9,7 +9,10 @@
  *   - remap cost per chunk (moving pages, no copy) against a memcpy of the
  *     same bytes;
  *   - RCU lookup cost against a plain array read;
- *   - driver calls per GiB mapped for several chunk sizes.
+ *   - driver calls per GiB mapped for several chunk sizes;
+ *   - driver calls per GiB mapped with segments (the default) against one
+ *     granule-sized handle per chunk (the old layout), in the same run,
+ *     for requests of several sizes.
  * No timing is asserted anywhere; these are numbers for people.
  */
 #include <stdio.h>
@@ -183,6 +186,64 @@ static void bench_calls_per_gib(const char *backend, uint64_t gran)
 	}
 }
 
+/* Map ~1 GiB in requests of @req bytes, unmap them, trim: calls per GiB. */
+static double seg_calls(const char *backend, uint64_t gran, uint64_t seg,
+			uint64_t req)
+{
+	uint64_t n = (1ULL << 30) / req, calls, i;
+	struct vmm_config cfg = {
+		.backend = backend,
+		.va_bytes = 2ULL << 30,
+		.chunk_bytes = gran,
+		.phys_limit = 2ULL << 30,
+		.host_device_bytes = 2ULL << 30,
+		.segment_bytes = seg,
+	};
+	struct vmm_space *s;
+	struct vmm_stats st;
+
+	if (vmm_space_create(&cfg, &s)) {
+		fprintf(stderr, "bench: %s\n", stalloc_last_error());
+		exit(1);
+	}
+	for (i = 0; i < n; i++)
+		if (vmm_map(s, s->base + i * req, req)) {
+			fprintf(stderr, "bench: %s\n", stalloc_last_error());
+			exit(1);
+		}
+	for (i = 0; i < n; i++)
+		vmm_unmap(s, s->base + i * req, req, VMM_SYNCED);
+	vmm_trim(s, 0);
+	vmm_get_stats(s, &st);
+	vmm_space_destroy(s);
+	calls = st.calls[VMM_CALL_CREATE] + st.calls[VMM_CALL_MAP] +
+		st.calls[VMM_CALL_SET_ACCESS] + st.calls[VMM_CALL_UNMAP] +
+		st.calls[VMM_CALL_DESTROY];
+	return (double)calls * (1ULL << 30) / (double)(n * req);
+}
+
+static void bench_segments(const char *backend, uint64_t gran)
+{
+	static const uint64_t reqs[] = { 2, 8, 20, 64, 256, 1024 }; /* MiB */
+	size_t k;
+
+	printf("  driver calls per GiB mapped+unmapped+released "
+	       "(create, map, set_access, unmap, destroy), granule %llu KiB:\n",
+	       (unsigned long long)(gran >> 10));
+	for (k = 0; k < ARRAY_SIZE(reqs); k++) {
+		uint64_t req = reqs[k] << 20;
+		double one, seg;
+
+		if (req % gran)
+			continue;
+		one = seg_calls(backend, gran, gran, req);
+		seg = seg_calls(backend, gran, 0, req);
+		printf("    requests of %4llu MiB: %6.0f with one handle per "
+		       "granule, %5.0f with segments: %5.1fx fewer\n",
+		       (unsigned long long)reqs[k], one, seg, one / seg);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const char *backend = argc > 1 ? argv[1] : "host";
@@ -206,5 +267,6 @@ int main(int argc, char **argv)
 	bench_lookup(s);
 	vmm_space_destroy(s);
 	bench_calls_per_gib(backend, gran);
+	bench_segments(backend, gran);
 	return 0;
 }

@@ -15,9 +15,9 @@
  *
  * Locking order: devs_lock (device creation and shutdown only) before a
  * device's lock; never the other way.  fork() takes them all in that order
- * (pthread_atfork), so the child finds none held; its cuda devices are
- * left behind untouched (a CUDA context does not survive fork) and made
- * anew if the child uses the device.  No lock is held across a trace
+ * (pthread_atfork), so the child finds none held; its devices are left
+ * behind untouched (a CUDA context does not survive fork) and made anew if
+ * the child uses the device.  No lock is held across a trace
  * write.  Failure never crashes the caller: NULL and a message.
  */
 #include <errno.h>
@@ -65,9 +65,13 @@ struct mdev {
 	double fraction;
 	uint64_t cache_limit; /* STALLOC_CACHE_LIMIT: most cached bytes */
 	bool warm_trim; /* first planned iteration: no dynamic cache */
+	struct mdev *orphan_next; /* an older generation's, after fork */
 };
 
 static struct mdev *devs[MAX_DEVICES];
+/* after fork: the parent's devices, never used again, their ranges told */
+static struct mdev *orphans[MAX_DEVICES];
+static bool orphan_owns(int device, uint64_t addr);
 static double fractions[MAX_DEVICES];
 static pthread_mutex_t devs_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
@@ -349,9 +353,10 @@ static void fork_parent(void)
 }
 
 /*
- * The child: every lock free again.  A device on the cuda backend is the
- * parent's (its context, events and mappings mean nothing here): it is
- * dropped, never freed or used, and made anew on the child's first use.
+ * The child: every lock free again.  Every device is the parent's (a CUDA
+ * context, its events and mappings mean nothing here; the vmm layer
+ * refuses a space made before fork): it is dropped, never freed or used,
+ * and made anew on the child's first use.
  */
 static void fork_child(void)
 {
@@ -363,8 +368,9 @@ static void fork_child(void)
 		if (!d)
 			continue;
 		pthread_mutex_unlock(&d->lock);
-		if (!strcmp(vmm_backend_name(d->vmm), "cuda"))
-			devs[i] = NULL; /* left to the parent */
+		d->orphan_next = orphans[i];
+		orphans[i] = d;
+		devs[i] = NULL; /* left to the parent */
 	}
 	pthread_mutex_unlock(&devs_lock);
 }
@@ -672,6 +678,9 @@ void stalloc_free(void *ptr, size_t size, int device, void *stream)
 
 	if (!ptr)
 		return;
+	if (unlikely(device >= 0 && device < MAX_DEVICES && orphans[device]) &&
+	    orphan_owns(device, addr))
+		return; /* the parent's memory, in a forked child: its to free */
 	d = dev_get(device);
 	if (unlikely(!d))
 		return;
@@ -750,6 +759,17 @@ bool mapper_is_live(int device, uint64_t addr)
 	return live;
 }
 
+/* Is @addr in the range of one of the parent's devices (a forked child)? */
+static bool orphan_owns(int device, uint64_t addr)
+{
+	const struct mdev *o;
+
+	for (o = orphans[device]; o; o = o->orphan_next)
+		if (addr - vmm_base(o->vmm) < vmm_size(o->vmm))
+			return true;
+	return false;
+}
+
 int stalloc_owns(const void *ptr, int device)
 {
 	uint64_t addr = (uint64_t)(uintptr_t)ptr;
@@ -758,7 +778,9 @@ int stalloc_owns(const void *ptr, int device)
 	if (device < 0 || device >= MAX_DEVICES)
 		return 0;
 	d = rcu_dereference(devs[device]);
-	return d && addr - vmm_base(d->vmm) < vmm_size(d->vmm);
+	if (d && addr - vmm_base(d->vmm) < vmm_size(d->vmm))
+		return 1;
+	return unlikely(orphans[device]) && orphan_owns(device, addr);
 }
 
 /* record_stream of a block in the plan's pool: true if it was one. */

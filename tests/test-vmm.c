@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "tests/vmm-fixture.h"
+#include "vmm/vmm-internal.h"
 
 #define MB (1ULL << 20)
 
@@ -115,6 +116,10 @@ static void test_map_write_read(void **state)
 	assert_int_equal(st.bytes_mapped, 3 * f->chunk);
 	assert_int_equal(st.phys_bytes, 3 * f->chunk);
 	assert_int_equal(st.chunks_created, 3);
+	/* three or more new chunks: the end ones get a segment each */
+	assert_int_equal(st.segs_created, 3);
+	assert_int_equal(st.mappings, 3);
+	assert_int_equal(st.calls[VMM_CALL_CREATE], 3);
 	assert_int_equal(st.calls[VMM_CALL_MAP], 3);
 	/* one access call for the whole contiguous range */
 	assert_int_equal(st.calls[VMM_CALL_SET_ACCESS], 1);
@@ -191,16 +196,25 @@ static void test_pool_reuse_and_trim(void **state)
 
 	assert_int_equal(vmm_map(f->s, va_at(f, 0), 8 * f->chunk), 0);
 	assert_int_equal(vmm_unmap(f->s, va_at(f, 0), 8 * f->chunk, 0), 0);
-	assert_int_equal(vmm_map(f->s, va_at(f, 30), 5 * f->chunk), 0);
+	assert_int_equal(vmm_map(f->s, va_at(f, 20), 8 * f->chunk), 0);
 	vmm_get_stats(f->s, &st);
 	assert_int_equal(st.chunks_created, 8); /* reused, none new */
-	assert_int_equal(st.chunks_pooled, 3);
+	assert_int_equal(st.segs_created, 3); /* 1 + 6 + 1 chunks */
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 20), 8 * f->chunk, 0), 0);
+	/* the 6-chunk segment is too large for 5: the two 1-chunk ones
+	 * serve, three new chunks do the rest */
+	assert_int_equal(vmm_map(f->s, va_at(f, 30), 5 * f->chunk), 0);
+	vmm_get_stats(f->s, &st);
+	assert_int_equal(st.chunks_created, 11);
+	assert_int_equal(st.chunks_pooled, 6);
+	/* segments go whole: keeping one chunk keeps none of the 6 */
 	assert_int_equal(vmm_trim(f->s, f->chunk), 0);
 	vmm_get_stats(f->s, &st);
-	assert_int_equal(st.chunks_pooled, 1);
-	assert_int_equal(st.chunks_destroyed, 2);
-	assert_int_equal(st.phys_bytes, 6 * f->chunk);
-	assert_int_equal(st.phys_bytes_peak, 8 * f->chunk);
+	assert_int_equal(st.chunks_pooled, 0);
+	assert_int_equal(st.chunks_destroyed, 6);
+	assert_int_equal(st.segs_live, 5);
+	assert_int_equal(st.phys_bytes, 5 * f->chunk);
+	assert_int_equal(st.phys_bytes_peak, 11 * f->chunk);
 	assert_int_equal(vmm_unmap(f->s, va_at(f, 30), 5 * f->chunk, 0), 0);
 	assert_int_equal(vmm_trim(f->s, 0), 0);
 	vmm_get_stats(f->s, &st);
@@ -244,6 +258,13 @@ static void test_bad_input(void **state)
 	EXPECT_REJECT(f, vmm_unmap(f->s, va_at(f, 0), c, 0), -EINVAL);
 	EXPECT_REJECT(f, vmm_unmap(f->s, va_at(f, 5), 2 * c, 0), -EINVAL);
 	EXPECT_REJECT(f, vmm_unmap(f->s, va_at(f, 4), 0, 0), -EINVAL);
+	/* part of a segment: it is unmapped whole or not at all */
+	EXPECT_REJECT(f, vmm_unmap(f->s, va_at(f, 4), c, 0), -EBUSY);
+	assert_non_null(strstr(stalloc_last_error(), "whole"));
+	EXPECT_REJECT(f, vmm_alias(f->s, va_at(f, 5), va_at(f, 20), c),
+		      -EINVAL);
+	EXPECT_REJECT(f, vmm_remap(f->s, va_at(f, 4), va_at(f, 20), c, 0),
+		      -EINVAL);
 	/* remap / alias: overlap, unmapped source, mapped destination */
 	EXPECT_REJECT(f, vmm_remap(f->s, va_at(f, 4), va_at(f, 5), c, 0),
 		      -EBUSY);
@@ -270,12 +291,19 @@ static void test_physical_limit(void **state)
 	assert_int_equal(vmm_map(f->s, va_at(f, 30), 2 * c), 0);
 	EXPECT_REJECT(f, vmm_map(f->s, va_at(f, 32), c), -ENOMEM);
 	/* an alias needs no new memory */
-	assert_int_equal(vmm_alias(f->s, va_at(f, 0), va_at(f, 40), 8 * c), 0);
-	assert_int_equal(vmm_unmap(f->s, va_at(f, 10), 4 * c, 0), 0);
-	assert_int_equal(vmm_map(f->s, va_at(f, 50), 4 * c), 0);
+	assert_int_equal(vmm_alias(f->s, va_at(f, 30), va_at(f, 40), 2 * c), 0);
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 30), 2 * c, 0), 0);
 	vmm_get_stats(f->s, &st);
-	assert_int_equal(st.phys_bytes, 32 * c);
-	assert_int_equal(st.chunks_created, 32);
+	assert_int_equal(st.chunks_pooled, 0); /* still mapped at 40 */
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 40), 2 * c, 0), 0);
+	/* the pooled 2-chunk segment is too large for 1 chunk and is
+	 * released to make room under the limit */
+	assert_int_equal(vmm_map(f->s, va_at(f, 50), c), 0);
+	vmm_get_stats(f->s, &st);
+	assert_int_equal(st.phys_bytes, 31 * c);
+	assert_int_equal(st.chunks_created, 33);
+	assert_int_equal(st.chunks_destroyed, 2);
+	assert_int_equal(st.chunks_pooled, 0);
 }
 
 static int count_run(const struct vmm_mapping *m, void *arg)
@@ -294,7 +322,8 @@ static void test_mapping_runs(void **state)
 	uint64_t c = f->chunk;
 
 	memset(runs, 0, sizeof(runs));
-	assert_int_equal(vmm_map(f->s, va_at(f, 0), 3 * c), 0);
+	assert_int_equal(vmm_map(f->s, va_at(f, 0), c), 0);
+	assert_int_equal(vmm_map(f->s, va_at(f, 1), 2 * c), 0);
 	assert_int_equal(vmm_map(f->s, va_at(f, 3), 2 * c), 0);
 	assert_int_equal(vmm_alias(f->s, va_at(f, 0), va_at(f, 63), c), 0);
 	assert_int_equal(vmm_for_each_mapping(f->s, count_run, runs), 0);
@@ -302,6 +331,7 @@ static void test_mapping_runs(void **state)
 	assert_int_equal(runs[1].va, va_at(f, 0));
 	assert_int_equal(runs[1].nr_chunks, 5);
 	assert_int_equal(runs[1].bytes, 5 * c);
+	assert_int_equal(runs[1].nr_segs, 3);
 	assert_true(runs[1].contiguous_ids);
 	assert_int_equal(runs[2].va, va_at(f, 63));
 	assert_int_equal(runs[2].first_chunk_id, 1);
@@ -380,6 +410,322 @@ static void test_fork_child_untouched(void **state)
 	assert_int_equal(vmm_map(f->s, va_at(f, 0), f->chunk), 0);
 	fx_fill(va_at(f, 0), f->chunk, 5);
 	assert_true(fx_check(va_at(f, 0), f->chunk, 5));
+}
+
+/* ------------------------------------------------------------ segments */
+
+static void test_unmap_whole_segments(void **state)
+{
+	struct fx *f = *state;
+	struct vmm_translation t;
+	struct vmm_stats st;
+	uint64_t c = f->chunk;
+
+	/* 4 new chunks: segments of 1, 2 and 1 chunks */
+	assert_int_equal(vmm_map(f->s, va_at(f, 0), 4 * c), 0);
+	assert_true(vmm_lookup(f->s, va_at(f, 2), &t));
+	assert_int_equal(t.seg_va, va_at(f, 1));
+	assert_int_equal(t.seg_bytes, 2 * c);
+	assert_int_equal(t.chunk_id, 3);
+	/* slot 0 goes; the segment at 1..2 reaches past the range, stays */
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 0), 2 * c, 0), -EBUSY);
+	assert_false(vmm_is_mapped(f->s, va_at(f, 0), c));
+	assert_true(vmm_is_mapped(f->s, va_at(f, 1), 3 * c));
+	vmm_get_stats(f->s, &st);
+	assert_int_equal(st.bytes_mapped, 3 * c);
+	assert_int_equal(st.mappings, 2);
+	assert_int_equal(st.chunks_pooled, 1);
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 1), 3 * c, 0), 0);
+}
+
+/* Driver calls that map and unmap (and create and release) memory. */
+static uint64_t map_calls(const struct vmm_stats *st)
+{
+	return st->calls[VMM_CALL_CREATE] + st->calls[VMM_CALL_MAP] +
+	       st->calls[VMM_CALL_SET_ACCESS] + st->calls[VMM_CALL_UNMAP] +
+	       st->calls[VMM_CALL_DESTROY];
+}
+
+/* Map 8 blocks of 64 chunks one call each, unmap them, trim: calls/GiB. */
+static double calls_per_gib(uint64_t segment_bytes)
+{
+	struct vmm_config cfg = { .backend = backend,
+				  .va_bytes = 1024 * chunk,
+				  .chunk_bytes = chunk,
+				  .phys_limit = 512 * chunk,
+				  .host_device_bytes = 1024 * chunk,
+				  .segment_bytes = segment_bytes };
+	struct vmm_space *s;
+	struct vmm_stats st;
+	uint64_t base, block = 64 * chunk;
+	int i;
+
+	assert_int_equal(vmm_space_create(&cfg, &s), 0);
+	base = vmm_base(s);
+	for (i = 0; i < 8; i++)
+		assert_int_equal(vmm_map(s, base + i * block, block), 0);
+	for (i = 0; i < 8; i++)
+		assert_int_equal(
+			vmm_unmap(s, base + i * block, block, VMM_SYNCED), 0);
+	assert_int_equal(vmm_trim(s, 0), 0);
+	vmm_get_stats(s, &st);
+	vmm_space_destroy(s);
+	return (double)map_calls(&st) * (1 << 30) / (8.0 * block);
+}
+
+static void test_segments_fewer_calls(void **state)
+{
+	double one, seg;
+
+	(void)state;
+	one = calls_per_gib(chunk); /* one chunk per handle, as before */
+	seg = calls_per_gib(0); /* the default segment size */
+	print_message("calls per GiB: %.0f with one chunk per handle, %.0f "
+		      "with segments (%.1fx fewer)\n",
+		      one, seg, one / seg);
+	assert_true(one >= 5 * seg);
+}
+
+/* ----------------------------------------------- driver-only: the fake */
+
+#define RW 3 /* CU_MEM_ACCESS_FLAGS_PROT_READWRITE */
+
+static void *fake_sym(const char *name)
+{
+	void *h = dlopen(getenv("STALLOC_LIBCUDA"), RTLD_NOW | RTLD_NOLOAD);
+
+	return h ? dlsym(h, name) : NULL;
+}
+
+static int peer_space(const char *peers, struct vmm_space **s)
+{
+	struct vmm_config cfg = { .backend = "cuda",
+				  .va_bytes = 64 * chunk,
+				  .chunk_bytes = chunk,
+				  .peers = peers };
+
+	return vmm_space_create(&cfg, s);
+}
+
+static void test_peers(void **state)
+{
+	int (*set_peer)(int, int, int) = fake_sym("fakecuda_set_peer");
+	int (*flags)(unsigned long long, int) =
+		fake_sym("fakecuda_access_flags");
+	struct vmm_space *s;
+	uint64_t va;
+	int d;
+
+	(void)state;
+	if (!fx_fake() || strcmp(backend, "cuda") || !set_peer || !flags)
+		skip();
+	/* default: every device that can access device 0 (4 devices) */
+	assert_int_equal(peer_space(NULL, &s), 0);
+	assert_int_equal(vmm_peer_mask(s), 0xe);
+	va = vmm_base(s);
+	assert_int_equal(vmm_map(s, va, 2 * chunk), 0);
+	for (d = 0; d < 4; d++)
+		assert_int_equal(flags(va + chunk, d), RW);
+	/* later mappings too, and one access call for all the devices */
+	assert_int_equal(vmm_alias(s, va, va + 8 * chunk, 2 * chunk), 0);
+	assert_int_equal(flags(va + 9 * chunk, 3), RW);
+	vmm_space_destroy(s);
+
+	assert_int_equal(peer_space("none", &s), 0);
+	assert_int_equal(vmm_peer_mask(s), 0);
+	assert_int_equal(vmm_map(s, vmm_base(s), chunk), 0);
+	assert_int_equal(flags(vmm_base(s), 0), RW);
+	assert_int_equal(flags(vmm_base(s), 1), 0);
+	vmm_space_destroy(s);
+
+	assert_int_equal(peer_space("2,0", &s), 0);
+	assert_int_equal(vmm_peer_mask(s), 0x4);
+	assert_int_equal(vmm_map(s, vmm_base(s), chunk), 0);
+	assert_int_equal(flags(vmm_base(s), 2), RW);
+	assert_int_equal(flags(vmm_base(s), 1), 0);
+	vmm_space_destroy(s);
+
+	/* device 3 cannot reach device 0: "all" leaves it out ... */
+	set_peer(3, 0, 0);
+	assert_int_equal(peer_space("all", &s), 0);
+	assert_int_equal(vmm_peer_mask(s), 0x6);
+	/* ... and a device that loses access makes mapping fail cleanly */
+	set_peer(2, 0, 0);
+	assert_true(vmm_map(s, vmm_base(s), chunk) < 0);
+	assert_non_null(strstr(stalloc_last_error(), "cuMemSetAccess"));
+	assert_false(vmm_is_mapped(s, vmm_base(s), chunk));
+	set_peer(2, 0, 1);
+	vmm_space_destroy(s);
+	/* naming it is an error */
+	assert_int_equal(peer_space("3", &s), -EINVAL);
+	assert_non_null(strstr(stalloc_last_error(), "cannot access"));
+	assert_int_equal(peer_space("1,x", &s), -EINVAL);
+	set_peer(3, 0, 1);
+}
+
+static void test_rdma_handle_types(void **state)
+{
+	struct fx *f = *state;
+	int (*props)(unsigned long long, int *, unsigned int *, int *) =
+		fake_sym("fakecuda_handle_props");
+	const struct fx_fake *fk = fx_fake();
+	unsigned int types = 9;
+	int rdma = 9, ctx = 9;
+	unsigned long n;
+
+	if (!fk || strcmp(backend, "cuda") || !props)
+		skip();
+	assert_int_equal(vmm_map(f->s, va_at(f, 0), f->chunk), 0);
+	assert_int_equal(props(va_at(f, 0), &rdma, &types, &ctx), 0);
+	assert_int_equal(rdma, 1);
+	assert_int_equal(types,
+			 1); /* CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR */
+	assert_int_equal(ctx, 0);
+	/* refused with them: retried once without, and not asked again */
+	n = fk->calls("cuMemCreate");
+	fk->fail_nth("cuMemCreate", 1, 801 /* CUDA_ERROR_NOT_SUPPORTED */);
+	assert_int_equal(vmm_map(f->s, va_at(f, 1), f->chunk), 0);
+	assert_int_equal(fk->calls("cuMemCreate"), n + 2);
+	assert_int_equal(props(va_at(f, 1), &rdma, &types, &ctx), 0);
+	assert_int_equal(rdma, 0);
+	assert_int_equal(types, 0);
+	assert_int_equal(vmm_map(f->s, va_at(f, 2), f->chunk), 0);
+	assert_int_equal(fk->calls("cuMemCreate"), n + 3);
+	assert_int_equal(props(va_at(f, 2), &rdma, &types, &ctx), 0);
+	assert_int_equal(rdma, 0);
+}
+
+typedef int (*ctx_fn)(void *);
+typedef int (*retain_fn)(void **, int);
+typedef int (*release_fn)(int);
+
+static void test_primary_context(void **state)
+{
+	retain_fn retain = fake_sym("cuDevicePrimaryCtxRetain");
+	release_fn release = fake_sym("cuDevicePrimaryCtxRelease_v2");
+	ctx_fn push = fake_sym("cuCtxPushCurrent_v2");
+	int (*pop)(void **) = fake_sym("cuCtxPopCurrent_v2");
+	int (*get)(void **) = fake_sym("cuCtxGetCurrent");
+	int (*props)(unsigned long long, int *, unsigned int *, int *) =
+		fake_sym("fakecuda_handle_props");
+	const struct fx_fake *fk = fx_fake();
+	void *mine = NULL, *cur = NULL, *popped;
+	struct vmm_space *s;
+	unsigned long base;
+	unsigned int types;
+	int rdma, ctx = -1;
+
+	(void)state;
+	if (!fk || strcmp(backend, "cuda") || !retain || !release || !push ||
+	    !pop || !get || !props)
+		skip();
+	base = fk->live_primary_retains();
+	/* another device's context is current: ours is used, theirs kept */
+	assert_int_equal(retain(&mine, 1), 0);
+	assert_int_equal(push(mine), 0);
+	assert_int_equal(peer_space(NULL, &s), 0);
+	assert_int_equal(fk->live_primary_retains(), base + 2);
+	assert_int_equal(vmm_map(s, vmm_base(s), chunk), 0);
+	assert_int_equal(props(vmm_base(s), &rdma, &types, &ctx), 0);
+	assert_int_equal(ctx, 0);
+	assert_int_equal(get(&cur), 0);
+	assert_ptr_equal(cur, mine);
+	vmm_space_destroy(s);
+	assert_int_equal(pop(&popped), 0);
+	assert_int_equal(release(1), 0);
+	/* device 0's primary current: retained by the space all the same,
+	 * so the caller releasing its own retain cannot pull it away */
+	assert_int_equal(retain(&mine, 0), 0);
+	assert_int_equal(push(mine), 0);
+	assert_int_equal(peer_space(NULL, &s), 0);
+	assert_int_equal(fk->live_primary_retains(), base + 2);
+	assert_int_equal(pop(&popped), 0);
+	assert_int_equal(release(0), 0);
+	assert_int_equal(vmm_map(s, vmm_base(s), chunk), 0);
+	fx_fill(vmm_base(s), chunk, 11);
+	assert_true(fx_check(vmm_base(s), chunk, 11));
+	assert_int_equal(get(&cur), 0);
+	assert_null(cur);
+	vmm_space_destroy(s);
+	assert_int_equal(fk->live_primary_retains(), base);
+}
+
+/* ---------------------------------------------------- fork, lock held */
+
+struct holder {
+	struct vmm_space *s;
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	int state; /* 1: holding, 2: told to let go */
+};
+
+static void *hold_lock(void *arg)
+{
+	struct holder *h = arg;
+
+	pthread_mutex_lock(&h->s->lock);
+	pthread_mutex_lock(&h->m);
+	h->state = 1;
+	pthread_cond_broadcast(&h->cv);
+	while (h->state != 2)
+		pthread_cond_wait(&h->cv, &h->m);
+	pthread_mutex_unlock(&h->m);
+	pthread_mutex_unlock(&h->s->lock);
+	return NULL;
+}
+
+static int child_calls(struct fx *f)
+{
+	struct vmm_translation t;
+	struct vmm_stats st;
+
+	alarm(10); /* a hang dies of SIGALRM */
+	if (!vmm_forked(f->s))
+		return 1;
+	if (vmm_map(f->s, va_at(f, 4), f->chunk) != -ECHILD ||
+	    !strstr(stalloc_last_error(), "fork"))
+		return 2;
+	if (vmm_unmap(f->s, va_at(f, 0), f->chunk, 0) != -ECHILD ||
+	    vmm_trim(f->s, 0) != -ECHILD || vmm_sync(f->s, NULL) != -ECHILD)
+		return 3;
+	if (vmm_lookup(f->s, va_at(f, 0), &t))
+		return 4;
+	vmm_get_stats(f->s, &st);
+	vmm_space_destroy(f->s);
+	return 0;
+}
+
+static void test_fork_lock_held(void **state)
+{
+	struct fx *f = *state;
+	struct holder h = { .s = f->s,
+			    .m = PTHREAD_MUTEX_INITIALIZER,
+			    .cv = PTHREAD_COND_INITIALIZER };
+	pthread_t th;
+	int status;
+	pid_t pid;
+
+	assert_int_equal(vmm_map(f->s, va_at(f, 0), f->chunk), 0);
+	assert_int_equal(pthread_create(&th, NULL, hold_lock, &h), 0);
+	pthread_mutex_lock(&h.m);
+	while (h.state != 1)
+		pthread_cond_wait(&h.cv, &h.m);
+	pthread_mutex_unlock(&h.m);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(child_calls(f));
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	pthread_mutex_lock(&h.m);
+	h.state = 2;
+	pthread_cond_broadcast(&h.cv);
+	pthread_mutex_unlock(&h.m);
+	pthread_join(th, NULL);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	/* the parent goes on as before */
+	assert_false(vmm_forked(f->s));
+	assert_int_equal(vmm_map(f->s, va_at(f, 1), f->chunk), 0);
 }
 
 /* --------------------------------------------------------- concurrency */
@@ -497,7 +843,8 @@ static void test_unmap_synchronises(void **state)
 
 	if (!fk || strcmp(backend, "cuda"))
 		skip();
-	assert_int_equal(vmm_map(f->s, va_at(f, 0), 2 * f->chunk), 0);
+	assert_int_equal(vmm_map(f->s, va_at(f, 0), f->chunk), 0);
+	assert_int_equal(vmm_map(f->s, va_at(f, 1), f->chunk), 0);
 	n = fk->calls("cuCtxSynchronize");
 	assert_int_equal(vmm_unmap(f->s, va_at(f, 0), f->chunk, 0), 0);
 	assert_int_equal(fk->calls("cuCtxSynchronize"), n + 1);
@@ -527,6 +874,12 @@ int main(int argc, char **argv)
 		T(test_fork_child_untouched),
 		T(test_concurrent),
 		T(test_unmap_synchronises),
+		T(test_unmap_whole_segments),
+		T(test_peers),
+		T(test_rdma_handle_types),
+		T(test_primary_context),
+		T(test_fork_lock_held),
+		cmocka_unit_test(test_segments_fewer_calls),
 		cmocka_unit_test(test_config_errors),
 		cmocka_unit_test(test_chunk_multiple),
 #undef T
@@ -549,6 +902,8 @@ int main(int argc, char **argv)
 		chunk = 2 * MB;
 	}
 	if (argc < 2 || !strcmp(argv[1], "cuda")) {
+		/* the fake driver: devices for the peer tests */
+		setenv("FAKECUDA_DEVICES", "4", 0);
 		if (!vmm_cuda_available()) {
 			fprintf(stderr, "vmm/cuda: no driver (%s)\n",
 				stalloc_last_error());

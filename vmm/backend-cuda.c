@@ -9,13 +9,27 @@
  * no driver, and works with drivers older than the headers.
  *
  * A device is usable if it reports CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_
- * MANAGEMENT_SUPPORTED.  The backend works in the context current on the
- * opening thread if it belongs to the device, otherwise in the device's
- * primary context, which it retains until close.  Every call runs in that
- * context: unless it is current on the calling thread already (the usual
- * case under PyTorch, which works in the primary context), it is pushed for
- * the call and popped afterwards, so the thread's context stack is left as
- * found.
+ * MANAGEMENT_SUPPORTED.  The backend always works in the device's primary
+ * context, which it retains at open and releases at close; it never adopts
+ * whatever context happens to be current on the opening thread (a context
+ * the application may destroy while we still hold memory in it).  Every
+ * call runs in the primary context: unless it is current on the calling
+ * thread already (the usual case under PyTorch, which works in the primary
+ * context), it is pushed for the call and popped afterwards, so the
+ * thread's context stack is left as found.
+ *
+ * Access: every mapping is made accessible, in one cuMemSetAccess with one
+ * descriptor per device, to the owning device and to its peers: the devices
+ * that can access it (cuDeviceCanAccessPeer), or those STALLOC_PEERS names.
+ * cudaDeviceEnablePeerAccess does not reach VMM mappings, so without this
+ * a peer GPU faults on our memory.
+ *
+ * Physical memory is created with gpuDirectRDMACapable when the device
+ * reports CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, and
+ * with the POSIX file descriptor handle type requested when it reports
+ * CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED (for
+ * NCCL and GPUDirect).  If cuMemCreate refuses them, it is retried once
+ * without them, and they are not asked for again on that device.
  *
  * Every failing CUresult becomes a negative errno and a message naming the
  * call, its arguments, the device and the driver's error name and string.
@@ -49,10 +63,10 @@ static struct cuda_driver {
 	PFN_cuDeviceGet_v2000 device_get;
 	PFN_cuDeviceGetAttribute_v2000 device_attr;
 	PFN_cuDeviceTotalMem_v3020 total_mem;
+	PFN_cuDeviceCanAccessPeer_v4000 can_access_peer;
 	PFN_cuDevicePrimaryCtxRetain_v7000 primary_retain;
 	PFN_cuDevicePrimaryCtxRelease_v11000 primary_release;
 	PFN_cuCtxGetCurrent_v4000 ctx_get_current;
-	PFN_cuCtxGetDevice_v2000 ctx_get_device;
 	PFN_cuCtxPushCurrent_v4000 ctx_push;
 	PFN_cuCtxPopCurrent_v4000 ctx_pop;
 	PFN_cuCtxSynchronize_v2000 ctx_sync;
@@ -76,10 +90,15 @@ static struct cuda_driver {
 
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 
+#define CUDA_MAX_PEERS 64 /* bits of vmm_backend.peer_mask */
+
 struct cuda_dev {
 	CUdevice dev;
-	CUcontext ctx;
-	bool retained; /* ctx is the primary context we retained */
+	CUcontext ctx; /* the device's primary context, retained */
+	bool rdma; /* create with gpuDirectRDMACapable */
+	unsigned int handle_types; /* requestedHandleTypes at create */
+	int nr_access; /* descriptors in access[] */
+	CUmemAccessDesc access[CUDA_MAX_PEERS]; /* owner first, then peers */
 };
 
 static const struct {
@@ -97,10 +116,10 @@ static const struct {
 	SYM(device_get, "cuDeviceGet"),
 	SYM(device_attr, "cuDeviceGetAttribute"),
 	SYM(total_mem, "cuDeviceTotalMem"),
+	SYM(can_access_peer, "cuDeviceCanAccessPeer"),
 	SYM(primary_retain, "cuDevicePrimaryCtxRetain"),
 	SYM(primary_release, "cuDevicePrimaryCtxRelease"),
 	SYM(ctx_get_current, "cuCtxGetCurrent"),
-	SYM(ctx_get_device, "cuCtxGetDevice"),
 	SYM(ctx_push, "cuCtxPushCurrent"),
 	SYM(ctx_pop, "cuCtxPopCurrent"),
 	SYM(ctx_sync, "cuCtxSynchronize"),
@@ -320,23 +339,99 @@ static void cuda_prop(const struct vmm_backend *be, CUmemAllocationProp *p)
 	p->location.id = be->device;
 }
 
-/* Pick the context: the current one if it is this device's, else primary. */
-static int cuda_pick_ctx(struct vmm_backend *be, struct cuda_dev *d)
+/* An attribute that only enables extras: unknown or failing reads as 0. */
+static int cuda_attr_or_0(struct cuda_dev *d, CUdevice_attribute attr)
 {
-	CUcontext cur = NULL;
-	CUdevice cur_dev;
-	CUresult rc;
+	int v = 0;
 
-	rc = drv.ctx_get_current(&cur);
-	if (rc == CUDA_SUCCESS && cur &&
-	    drv.ctx_get_device(&cur_dev) == CUDA_SUCCESS && cur_dev == d->dev) {
-		d->ctx = cur;
+	if (drv.device_attr(&v, attr, d->dev) != CUDA_SUCCESS)
+		return 0;
+	return v;
+}
+
+/* Can device @peer access memory on our device? */
+static int cuda_peer_ok(struct vmm_backend *be, struct cuda_dev *d, int peer,
+			bool *ok)
+{
+	CUdevice pdev;
+	CUresult rc;
+	int can = 0;
+
+	rc = drv.device_get(&pdev, peer);
+	if (rc == CUDA_SUCCESS)
+		rc = drv.can_access_peer(&can, pdev, d->dev);
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(be, rc, "cuDeviceCanAccessPeer()");
+	*ok = can != 0;
+	return 0;
+}
+
+static void cuda_grant(struct vmm_backend *be, struct cuda_dev *d, int dev)
+{
+	CUmemAccessDesc *a = &d->access[d->nr_access++];
+
+	memset(a, 0, sizeof(*a));
+	a->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	a->location.id = dev;
+	a->flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	if (dev != be->device)
+		be->peer_mask |= 1ULL << dev;
+}
+
+/*
+ * The access list: the device, then its peers per be->peers ("all" or
+ * unset: every device that can access this one; "none"; or a comma list
+ * of ordinals, each of which must be able to).
+ */
+static int cuda_peers(struct vmm_backend *be, struct cuda_dev *d, int nr_dev)
+{
+	const char *spec = be->peers;
+	bool all = !spec || !*spec || !strcmp(spec, "all"), ok;
+	int p, err;
+
+	d->nr_access = 0;
+	be->peer_mask = 0;
+	cuda_grant(be, d, be->device);
+	if (spec && !strcmp(spec, "none"))
+		return 0;
+	if (all) {
+		for (p = 0; p < nr_dev && p < CUDA_MAX_PEERS; p++) {
+			if (p == be->device)
+				continue;
+			err = cuda_peer_ok(be, d, p, &ok);
+			if (err)
+				return err;
+			if (ok)
+				cuda_grant(be, d, p);
+		}
 		return 0;
 	}
-	rc = drv.primary_retain(&d->ctx, d->dev);
-	if (rc != CUDA_SUCCESS)
-		return cuda_fail(be, rc, "cuDevicePrimaryCtxRetain()");
-	d->retained = true;
+	while (*spec) {
+		char *end;
+		long v = strtol(spec, &end, 10);
+
+		if (end == spec || (*end && *end != ',') || v < 0 ||
+		    v >= nr_dev || v >= CUDA_MAX_PEERS)
+			return sa_error(-EINVAL,
+					"cuda: STALLOC_PEERS \"%s\": want "
+					"\"all\", \"none\" or a comma list of "
+					"device ordinals below %d",
+					be->peers, nr_dev);
+		p = (int)v;
+		if (p != be->device && !(be->peer_mask & (1ULL << p))) {
+			err = cuda_peer_ok(be, d, p, &ok);
+			if (err)
+				return err;
+			if (!ok)
+				return sa_error(-EINVAL,
+						"cuda: STALLOC_PEERS names "
+						"device %d, which cannot "
+						"access device %d",
+						p, be->device);
+			cuda_grant(be, d, p);
+		}
+		spec = *end ? end + 1 : end;
+	}
 	return 0;
 }
 
@@ -369,6 +464,12 @@ static int cuda_query(struct vmm_backend *be, struct cuda_dev *d)
 				"cuda: device %d reports granularity %zu, not "
 				"a power of two",
 				be->device, gran);
+	d->rdma = cuda_attr_or_0(
+		d, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED);
+	if (cuda_attr_or_0(
+		    d,
+		    CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED))
+		d->handle_types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 	be->info.name = "cuda";
 	be->info.granularity = gran;
 	be->info.device_bytes = bytes;
@@ -402,9 +503,14 @@ static int cuda_open(struct vmm_backend *be)
 	err = cuda_query(be, d);
 	if (err)
 		goto err_free;
-	err = cuda_pick_ctx(be, d);
+	err = cuda_peers(be, d, n);
 	if (err)
 		goto err_free;
+	rc = drv.primary_retain(&d->ctx, d->dev);
+	if (rc != CUDA_SUCCESS) {
+		err = cuda_fail(be, rc, "cuDevicePrimaryCtxRetain()");
+		goto err_free;
+	}
 	be->priv = d;
 	return 0;
 
@@ -419,13 +525,11 @@ static void cuda_close(struct vmm_backend *be)
 	CUresult rc;
 
 	/* Tried twice, like every release at tear-down (see vmm/space.c). */
-	if (d->retained) {
+	rc = drv.primary_release(d->dev);
+	if (rc != CUDA_SUCCESS)
 		rc = drv.primary_release(d->dev);
-		if (rc != CUDA_SUCCESS)
-			rc = drv.primary_release(d->dev);
-		if (rc != CUDA_SUCCESS)
-			cuda_fail(be, rc, "cuDevicePrimaryCtxRelease()");
-	}
+	if (rc != CUDA_SUCCESS)
+		cuda_fail(be, rc, "cuDevicePrimaryCtxRelease()");
 	free(d);
 	be->priv = NULL;
 }
@@ -476,12 +580,28 @@ static int cuda_create_chunk(struct vmm_backend *be, size_t size,
 			     uint64_t *handle)
 {
 	CUmemGenericAllocationHandle h = 0;
+	struct cuda_dev *d = be->priv;
 	CUmemAllocationProp prop;
 	int err;
 
 	cuda_prop(be, &prop);
+	prop.allocFlags.gpuDirectRDMACapable = d->rdma;
+	prop.requestedHandleTypes = d->handle_types;
 	err = CUDA_CALL(be, drv.mem_create(&h, size, &prop, 0),
-			"cuMemCreate(%zu)", size);
+			"cuMemCreate(%zu, rdma %d, handle types %#x)", size,
+			(int)d->rdma, d->handle_types);
+	if (err && err != -ENOMEM && (d->rdma || d->handle_types)) {
+		sa_log(STALLOC_LOG_INFO,
+		       "cuda: device %d: %s; retrying without GPUDirect RDMA "
+		       "and shareable handle types, which are not asked for "
+		       "again",
+		       be->device, stalloc_last_error());
+		d->rdma = false;
+		d->handle_types = 0;
+		cuda_prop(be, &prop);
+		err = CUDA_CALL(be, drv.mem_create(&h, size, &prop, 0),
+				"cuMemCreate(%zu)", size);
+	}
 	if (!err)
 		*handle = h;
 	return err;
@@ -510,15 +630,12 @@ static int cuda_unmap(struct vmm_backend *be, uint64_t va, size_t size)
 
 static int cuda_set_access(struct vmm_backend *be, uint64_t va, size_t size)
 {
-	CUmemAccessDesc desc;
+	struct cuda_dev *d = be->priv;
 
-	memset(&desc, 0, sizeof(desc));
-	desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	desc.location.id = be->device;
-	desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	return CUDA_CALL(be, drv.set_access(va, size, &desc, 1),
-			 "cuMemSetAccess(0x%llx, %zu)", (unsigned long long)va,
-			 size);
+	return CUDA_CALL(
+		be, drv.set_access(va, size, d->access, (size_t)d->nr_access),
+		"cuMemSetAccess(0x%llx, %zu, %d devices)",
+		(unsigned long long)va, size, d->nr_access);
 }
 
 static int cuda_synchronize(struct vmm_backend *be, void *stream)

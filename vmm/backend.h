@@ -18,8 +18,9 @@
  *   - sizes are nonzero multiples of the granularity ->open reported;
  *   - addresses passed to ->map, ->unmap and ->set_access lie inside a range
  *     this instance reserved and are granularity aligned;
- *   - ->map maps a chunk whole (size == the chunk's size) at an unmapped
- *     address; ->unmap is given exactly one whole earlier mapping;
+ *   - ->map maps a chunk (a segment of the core) whole (size == the size
+ *     it was created with) at an unmapped address; ->unmap is given
+ *     exactly one whole earlier mapping;
  *   - ->set_access covers only mapped addresses (it may span several
  *     adjacent mappings);
  *   - ->release_va is called only once every mapping inside is unmapped;
@@ -82,8 +83,9 @@ struct vmm_backend_info {
  * @destroy_chunk: release the physical memory of @handle.
  * @map: map chunk @handle (of @size bytes) at @va, with no access rights.
  * @unmap: unmap the single mapping [@va, @va + @size).
- * @set_access: allow the device (and, on the host backend, the process) to
- *	read and write [@va, @va + @size).  Needed after every @map.
+ * @set_access: allow the device, its peers in @be->peer_mask (and, on the
+ *	host backend, the process) to read and write [@va, @va + @size), in
+ *	one call.  Needed after every @map.
  * @synchronize: wait until work queued on @stream (NULL: all work on the
  *	device) has finished, so that memory it used may be unmapped.
  * @event_new: make an event for ordering streams (no timing); *@ev names it.
@@ -129,6 +131,10 @@ struct vmm_backend_ops {
  * @info: filled by @ops->open
  * @host_device_bytes: host backend: device memory to pretend (0: default)
  * @host_granularity: host backend: granularity (0: default 2 MiB)
+ * @peers: which other devices to grant access: NULL or "all" (those that
+ *	can access this one), "none", or a comma list of ordinals
+ * @peer_mask: filled by @ops->open: devices granted access besides
+ *	@device (bit d for device d)
  * @priv: backend-private state
  * @last_driver_error: driver status of the last failing call (CUresult for
  *	cuda, errno for host), 0 if none
@@ -139,6 +145,8 @@ struct vmm_backend {
 	struct vmm_backend_info info;
 	uint64_t host_device_bytes;
 	size_t host_granularity;
+	const char *peers;
+	uint64_t peer_mask;
 	void *priv;
 	int last_driver_error;
 };

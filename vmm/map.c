@@ -2,19 +2,25 @@
 /*
  * vmm/map.c - map, unmap, remap and alias chunk-aligned ranges of a space
  *
- * Each chunk is its own driver mapping (a CUDA handle maps whole, at offset
- * 0), and a contiguous range gets one ->set_access after its chunks are
- * mapped.  A slot is published in the table only once its memory is mapped
- * and accessible, and withdrawn before it is unmapped, so an RCU reader never
+ * A segment (struct vmm_seg) is one driver allocation of one or more
+ * chunks; a CUDA handle maps whole, at offset 0, and cuMemUnmap cannot
+ * unmap part of a mapping, so each segment is mapped whole (one ->map) and
+ * unmapped whole (one ->unmap).  vmm_map() covers a range with as few
+ * segments as it can (pooled ones that fit, then new ones of up to
+ * s->seg_max chunks) and gives the whole range one ->set_access.  Each
+ * mapping has a descriptor (struct vmm_ment) that every slot it covers
+ * points to, so the table knows which chunks share a driver mapping.  A
+ * slot is published in the table only once its memory is mapped and
+ * accessible, and withdrawn before it is unmapped, so an RCU reader never
  * finds a slot whose memory is not there.
  *
  * Failure rules: map and alias are all or nothing (what was mapped is
- * unmapped again, chunks created for the call are destroyed again); remap is
- * an alias followed by an unmap of the source, so a failure in its second
- * half leaves both ranges mapped (table and driver agree); a failing unmap
- * stops at the failing chunk and the table still lists exactly what is
- * mapped.  Arguments are checked before any driver call, so bad input never
- * changes anything.
+ * unmapped again, segments created for the call are destroyed again);
+ * remap is an alias followed by an unmap of the source, so a failure in its
+ * second half leaves both ranges mapped (table and driver agree); a failing
+ * unmap stops at the failing mapping and the table still lists exactly what
+ * is mapped.  Arguments are checked before any driver call, so bad input
+ * never changes anything.
  *
  * Locking: everything here runs under s->lock.  The device synchronisation
  * that precedes an unmap also runs under it, so no new mapping of the range
@@ -61,46 +67,60 @@ static int vmm_need_mapped(struct vmm_space *s, const char *op, uint64_t first,
 	return 0;
 }
 
-static int vmm_be_map(struct vmm_space *s, uint64_t slot, struct vmm_chunk *c)
+static uint64_t seg_bytes(const struct vmm_space *s, const struct vmm_seg *g)
+{
+	return (uint64_t)g->nr * s->chunk;
+}
+
+/* The slot after the last one mapping @e covers. */
+static uint64_t ment_end(const struct vmm_ment *e)
+{
+	return e->first + e->seg->nr;
+}
+
+static int vmm_be_map(struct vmm_space *s, uint64_t slot, struct vmm_seg *g)
 {
 	return vmm_counted(s, VMM_CALL_MAP,
 			   s->be.ops->map(&s->be, vmm_slot_va(s, slot),
-					  s->chunk, c->handle));
+					  seg_bytes(s, g), g->handle));
 }
 
-static int vmm_be_unmap(struct vmm_space *s, uint64_t slot)
+static int vmm_be_unmap(struct vmm_space *s, uint64_t slot,
+			const struct vmm_seg *g)
 {
 	return vmm_counted(s, VMM_CALL_UNMAP,
 			   s->be.ops->unmap(&s->be, vmm_slot_va(s, slot),
-					    s->chunk));
+					    seg_bytes(s, g)));
 }
 
-/* Best-effort undo of mappings the caller made but did not publish. */
-static void vmm_undo_maps(struct vmm_space *s, uint64_t first, uint64_t n)
+/* Best-effort undo of mappings of @segs[0..k) the caller made at @first. */
+static void vmm_undo_maps(struct vmm_space *s, uint64_t first,
+			  struct vmm_seg **segs, uint64_t k)
 {
 	uint64_t i;
 
-	for (i = first; i < first + n; i++)
-		if (vmm_be_unmap(s, i))
+	for (i = 0; i < k; first += segs[i]->nr, i++)
+		if (vmm_be_unmap(s, first, segs[i]))
 			sa_log(STALLOC_LOG_ERROR,
 			       "vmm: device %d: cannot undo a mapping at "
 			       "0x%llx; the driver keeps it until exit",
 			       s->be.device,
-			       (unsigned long long)vmm_slot_va(s, i));
+			       (unsigned long long)vmm_slot_va(s, first));
 }
 
 /*
- * Map @chunks[0..n) at slots first.. and set access on the whole range; on
- * failure unmap what was mapped.  Publishes nothing.
+ * Map @segs[0..k) back to back from slot @first (@n chunks in all) and set
+ * access on the whole range with one call; on failure unmap what was
+ * mapped.  Publishes nothing.
  */
 static int vmm_map_run(struct vmm_space *s, uint64_t first, uint64_t n,
-		       struct vmm_chunk **chunks)
+		       struct vmm_seg **segs, uint64_t k)
 {
-	uint64_t i;
+	uint64_t i, slot = first;
 	int err;
 
-	for (i = 0; i < n; i++) {
-		err = vmm_be_map(s, first + i, chunks[i]);
+	for (i = 0; i < k; slot += segs[i]->nr, i++) {
+		err = vmm_be_map(s, slot, segs[i]);
 		if (err)
 			goto err_unmap;
 	}
@@ -112,122 +132,253 @@ static int vmm_map_run(struct vmm_space *s, uint64_t first, uint64_t n,
 	return 0;
 
 err_unmap:
-	vmm_undo_maps(s, first, i);
+	vmm_undo_maps(s, first, segs, i);
 	return err;
 }
 
-static void vmm_publish(struct vmm_space *s, uint64_t first, uint64_t n,
-			struct vmm_chunk **chunks)
+/* Descriptors for @k mappings, allocated before any driver call. */
+static int vmm_ments_alloc(struct vmm_ment **ments, uint64_t k)
 {
 	uint64_t i;
 
-	for (i = 0; i < n; i++) {
-		if (!chunks[i]->map_count++)
-			cds_list_del(&chunks[i]->pool_node);
-		rcu_set_pointer(&s->slots[first + i], chunks[i]);
+	for (i = 0; i < k; i++) {
+		ments[i] = calloc(1, sizeof(**ments));
+		if (!ments[i]) {
+			while (i--)
+				free(ments[i]);
+			return sa_error(-ENOMEM, "vmm: out of host memory");
+		}
 	}
-	s->st.bytes_mapped += n * s->chunk;
+	return 0;
+}
+
+static void vmm_ments_free(struct vmm_ment **ments, uint64_t k)
+{
+	uint64_t i;
+
+	for (i = 0; i < k; i++)
+		free(ments[i]);
+}
+
+static void vmm_publish(struct vmm_space *s, uint64_t first,
+			struct vmm_seg **segs, struct vmm_ment **ments,
+			uint64_t k)
+{
+	uint64_t i, j;
+
+	for (i = 0; i < k; i++) {
+		struct vmm_seg *g = segs[i];
+		struct vmm_ment *e = ments[i];
+
+		e->seg = g;
+		e->first = first;
+		if (!g->map_count++) {
+			cds_list_del(&g->pool_node);
+			s->st.chunks_pooled -= g->nr;
+		}
+		for (j = 0; j < g->nr; j++)
+			rcu_set_pointer(&s->slots[first + j], e);
+		first += g->nr;
+		s->st.mappings++;
+		s->st.bytes_mapped += seg_bytes(s, g);
+	}
 	if (s->st.bytes_mapped > s->st.bytes_mapped_peak)
 		s->st.bytes_mapped_peak = s->st.bytes_mapped;
 }
 
-/* @c left a slot; back to the pool when it is mapped nowhere else. */
-static void vmm_withdrawn(struct vmm_space *s, struct vmm_chunk *c)
+static void ment_free_rcu(struct rcu_head *h)
 {
-	s->st.bytes_mapped -= s->chunk;
-	if (!--c->map_count) {
-		cds_list_add(&c->pool_node, &s->pool);
-		s->st.chunks_pooled++;
-	}
+	/* cppcheck-suppress nullPointer ; container_of idiom */
+	free(caa_container_of(h, struct vmm_ment, rcu));
 }
 
-static int vmm_new_chunk(struct vmm_space *s, struct vmm_chunk **out)
+/* Withdraw and unmap the mapping @e (whole); the table stays exact. */
+int vmm_unmap_ment(struct vmm_space *s, struct vmm_ment *e)
 {
-	struct vmm_chunk *c = calloc(1, sizeof(*c));
+	struct vmm_seg *g = e->seg;
+	uint64_t j;
 	int err;
 
-	if (!c)
-		return sa_error(-ENOMEM, "vmm: out of host memory");
-	err = vmm_counted(s, VMM_CALL_CREATE,
-			  s->be.ops->create_chunk(&s->be, s->chunk,
-						  &c->handle));
+	for (j = 0; j < g->nr; j++)
+		rcu_set_pointer(&s->slots[e->first + j], NULL);
+	err = vmm_be_unmap(s, e->first, g);
 	if (err) {
-		free(c);
+		for (j = 0; j < g->nr; j++)
+			rcu_set_pointer(&s->slots[e->first + j], e);
 		return err;
 	}
-	c->id = s->next_id++;
-	/* Pooled until published, so that failure paths can treat all
-	 * gathered chunks alike. */
-	cds_list_add(&c->pool_node, &s->pool);
-	s->st.chunks_created++;
-	s->st.chunks_live++;
-	s->st.chunks_pooled++;
-	s->st.phys_bytes += s->chunk;
-	if (s->st.phys_bytes > s->st.phys_bytes_peak)
-		s->st.phys_bytes_peak = s->st.phys_bytes;
-	*out = c;
+	s->st.mappings--;
+	s->st.bytes_mapped -= seg_bytes(s, g);
+	if (!--g->map_count) {
+		cds_list_add(&g->pool_node, &s->pool);
+		s->st.chunks_pooled += g->nr;
+	}
+	/* readers may still hold @e */
+	urcu_bp_call_rcu(&e->rcu, ment_free_rcu);
 	return 0;
 }
 
-/* Destroy chunks created by a failed call (they are pooled, unmapped). */
-static void vmm_drop_new(struct vmm_space *s, struct vmm_chunk **chunks,
-			 uint64_t n, uint64_t nr_new)
+static int vmm_new_seg(struct vmm_space *s, uint64_t nr, struct vmm_seg **out)
+{
+	struct vmm_seg *g = calloc(1, sizeof(*g));
+	int err;
+
+	if (!g)
+		return sa_error(-ENOMEM, "vmm: out of host memory");
+	err = vmm_counted(s, VMM_CALL_CREATE,
+			  s->be.ops->create_chunk(&s->be, nr * s->chunk,
+						  &g->handle));
+	if (err) {
+		free(g);
+		return err;
+	}
+	g->id = s->next_id;
+	g->nr = (uint32_t)nr;
+	s->next_id += nr;
+	/* Pooled until published, so that failure paths can treat all
+	 * gathered segments alike. */
+	cds_list_add(&g->pool_node, &s->pool);
+	s->st.chunks_created += nr;
+	s->st.chunks_live += nr;
+	s->st.chunks_pooled += nr;
+	s->st.segs_created++;
+	s->st.segs_live++;
+	s->st.phys_bytes += nr * s->chunk;
+	if (s->st.phys_bytes > s->st.phys_bytes_peak)
+		s->st.phys_bytes_peak = s->st.phys_bytes;
+	*out = g;
+	return 0;
+}
+
+/* Release pooled segment @g to the driver; on success it goes on @dead. */
+int vmm_seg_destroy(struct vmm_space *s, struct vmm_seg *g,
+		    struct cds_list_head *dead)
+{
+	int err;
+
+	err = vmm_counted(s, VMM_CALL_DESTROY,
+			  s->be.ops->destroy_chunk(&s->be, g->handle));
+	if (err)
+		return err; /* stays pooled; trim or teardown retries */
+	cds_list_move(&g->pool_node, dead);
+	s->st.chunks_pooled -= g->nr;
+	s->st.chunks_live -= g->nr;
+	s->st.chunks_destroyed += g->nr;
+	s->st.segs_live--;
+	s->st.segs_destroyed++;
+	s->st.phys_bytes -= seg_bytes(s, g);
+	return 0;
+}
+
+/* Destroy the segments created by a failed call (pooled, unmapped). */
+static void vmm_drop_new(struct vmm_space *s, struct vmm_seg **segs, uint64_t k,
+			 uint64_t nr_new)
 {
 	CDS_LIST_HEAD(dead);
 	uint64_t i;
 
-	for (i = n - nr_new; i < n; i++) {
-		struct vmm_chunk *c = chunks[i];
+	for (i = k - nr_new; i < k; i++)
+		vmm_seg_destroy(s, segs[i], &dead);
+	vmm_segs_free(&dead);
+}
 
-		if (vmm_counted(s, VMM_CALL_DESTROY,
-				s->be.ops->destroy_chunk(&s->be, c->handle)))
-			continue; /* stays pooled; trim or teardown retries */
-		cds_list_move(&c->pool_node, &dead);
-		s->st.chunks_pooled--;
-		s->st.chunks_live--;
-		s->st.chunks_destroyed++;
-		s->st.phys_bytes -= s->chunk;
-	}
-	vmm_chunks_free(&dead);
+/* The pooled segment that fits in @left chunks best (the largest), or NULL. */
+static struct vmm_seg *vmm_pool_fit(struct vmm_space *s, uint64_t left)
+{
+	struct vmm_seg *g, *best = NULL;
+
+	cds_list_for_each_entry(g, &s->pool, pool_node)
+		/* the analyzer loses track of the list moves in vmm_gather */
+		/* NOLINTNEXTLINE(clang-analyzer-core.UndefinedBinaryOperatorResult) */
+		if (g->nr <= left && (!best || g->nr > best->nr))
+			best = g;
+	return best;
 }
 
 /*
- * Gather @n chunks: pooled ones first (most recently used first, their
- * pages are likely still warm), then new ones.  *@nr_new gets the number
- * created, which come last in @chunks.
+ * Make room under the physical limit for @nr_new new chunks: release the
+ * pooled segments not taken for this call (least recently used first),
+ * which are too large for what is asked.  -ENOMEM, with nothing released,
+ * if even that would not make room.
  */
-static int vmm_gather(struct vmm_space *s, uint64_t n,
-		      struct vmm_chunk **chunks, uint64_t *nr_new)
+static int vmm_make_room(struct vmm_space *s, uint64_t nr_new,
+			 uint64_t nr_taken)
 {
-	uint64_t i = 0, have = s->st.chunks_pooled, limit;
-	struct vmm_chunk *c;
+	uint64_t limit = s->phys_limit / s->chunk;
+	uint64_t spare = s->st.chunks_pooled - nr_taken;
+	CDS_LIST_HEAD(dead);
+	struct vmm_seg *g;
 	int err = 0;
 
-	limit = s->phys_limit / s->chunk;
-	*nr_new = 0;
-	if (n > have && s->st.chunks_live + (n - have) > limit)
-		return sa_error(-ENOMEM,
-				"vmm: device %d: mapping %llu bytes would "
-				"exceed the physical limit of %llu bytes "
-				"(%llu held, %llu pooled)",
-				s->be.device, (unsigned long long)n * s->chunk,
-				(unsigned long long)s->phys_limit,
-				(unsigned long long)s->st.phys_bytes,
-				(unsigned long long)(have * s->chunk));
-	cds_list_for_each_entry(c, &s->pool, pool_node) {
-		if (i == n)
-			break;
-		chunks[i++] = c;
+	if (s->st.chunks_live + nr_new <= limit)
+		return 0;
+	if (s->st.chunks_live - spare + nr_new > limit)
+		return sa_error(
+			-ENOMEM,
+			"vmm: device %d: mapping %llu more bytes would "
+			"exceed the physical limit of %llu bytes "
+			"(%llu held, %llu pooled)",
+			s->be.device, (unsigned long long)(nr_new * s->chunk),
+			(unsigned long long)s->phys_limit,
+			(unsigned long long)s->st.phys_bytes,
+			(unsigned long long)(s->st.chunks_pooled * s->chunk));
+	while (!err && s->st.chunks_live + nr_new > limit &&
+	       !cds_list_empty(&s->pool)) {
+		/* cppcheck-suppress nullPointer ; container_of idiom */
+		g = cds_list_entry(s->pool.prev, struct vmm_seg, pool_node);
+		err = vmm_seg_destroy(s, g, &dead);
 	}
-	while (i < n) {
-		err = vmm_new_chunk(s, &chunks[i]);
+	vmm_segs_free(&dead);
+	return err;
+}
+
+/*
+ * Gather segments covering @n chunks: pooled ones that fit (largest first),
+ * then new ones of up to s->seg_max chunks.  vmm_edge_chunks: when three or
+ * more chunks are new, the first and the last get a segment of their own.
+ * A caller maps the chunks under an allocation, and its end chunks are the
+ * ones it shares with the neighbouring allocations; alone, they never keep
+ * the large segments between them mapped once the allocation is freed.  *@k gets the number of
+ * segments, *@nr_new the number created, which come last in @segs.
+ */
+static int vmm_gather(struct vmm_space *s, uint64_t n, struct vmm_seg **segs,
+		      uint64_t *k, uint64_t *nr_new)
+{
+	uint64_t left = n, nr;
+	CDS_LIST_HEAD(taken);
+	bool edges;
+	struct vmm_seg *g;
+	int err;
+
+	*k = 0;
+	*nr_new = 0;
+	while (left && (g = vmm_pool_fit(s, left))) {
+		cds_list_move(&g->pool_node, &taken);
+		segs[(*k)++] = g;
+		left -= g->nr;
+	}
+	err = vmm_make_room(s, left, n - left);
+	edges = left >= 3 && s->seg_max > 1;
+	while (!err && left) {
+		/* the end chunks alone: see vmm_edge_chunks */
+		if (edges && (!*nr_new || left == 1))
+			nr = 1;
+		else if (edges)
+			nr = left - 1 < s->seg_max ? left - 1 : s->seg_max;
+		else
+			nr = left < s->seg_max ? left : s->seg_max;
+		err = vmm_new_seg(s, nr, &segs[*k]);
 		if (err)
 			break;
-		i++;
+		(*k)++;
 		(*nr_new)++;
+		left -= nr;
 	}
+	/* taken segments stay pooled until published */
+	cds_list_splice(&taken, &s->pool);
 	if (err) {
-		vmm_drop_new(s, chunks, i, *nr_new);
+		vmm_drop_new(s, segs, *k, *nr_new);
+		*k = 0;
 		*nr_new = 0;
 	}
 	return err;
@@ -235,57 +386,49 @@ static int vmm_gather(struct vmm_space *s, uint64_t n,
 
 int vmm_map(struct vmm_space *s, uint64_t va, uint64_t bytes)
 {
-	struct vmm_chunk **chunks;
-	uint64_t first, n, nr_new;
+	struct vmm_ment **ments = NULL;
+	struct vmm_seg **segs;
+	uint64_t first, n, k, nr_new;
 	int err;
 
-	err = vmm_check_range(s, "map", va, bytes);
+	err = vmm_check_child(s, "map") ?: vmm_check_range(s, "map", va, bytes);
 	if (err)
 		return err;
 	first = vmm_slot(s, va);
 	n = bytes / s->chunk;
-	chunks = malloc(n * sizeof(*chunks));
-	if (!chunks)
-		return sa_error(-ENOMEM, "vmm: out of host memory");
+	segs = malloc(n * sizeof(*segs));
+	ments = malloc(n * sizeof(*ments));
+	if (!segs || !ments) {
+		err = sa_error(-ENOMEM, "vmm: out of host memory");
+		goto out_free;
+	}
 	pthread_mutex_lock(&s->lock);
 	err = vmm_need_free(s, "map", first, n);
 	if (err)
 		goto out_unlock;
-	err = vmm_gather(s, n, chunks, &nr_new);
+	err = vmm_gather(s, n, segs, &k, &nr_new);
 	if (err)
 		goto out_unlock;
-	err = vmm_map_run(s, first, n, chunks);
-	if (err) {
-		vmm_drop_new(s, chunks, n, nr_new);
-		goto out_unlock;
-	}
-	s->st.chunks_pooled -= n;
-	vmm_publish(s, first, n, chunks);
+	err = vmm_ments_alloc(ments, k);
+	if (err)
+		goto out_drop;
+	err = vmm_map_run(s, first, n, segs, k);
+	if (err)
+		goto out_free_ments;
+	vmm_publish(s, first, segs, ments, k);
 	sa_trace(map, s->be.device, va, bytes);
+	goto out_unlock;
+
+out_free_ments:
+	vmm_ments_free(ments, k);
+out_drop:
+	vmm_drop_new(s, segs, k, nr_new);
 out_unlock:
 	pthread_mutex_unlock(&s->lock);
-	free(chunks);
+out_free:
+	free(ments);
+	free(segs);
 	return err;
-}
-
-/* Withdraw and unmap slots first..first+n; stops at the first failure. */
-int vmm_unmap_run(struct vmm_space *s, uint64_t first, uint64_t n)
-{
-	uint64_t i;
-	int err;
-
-	for (i = first; i < first + n; i++) {
-		struct vmm_chunk *c = s->slots[i];
-
-		rcu_set_pointer(&s->slots[i], NULL);
-		err = vmm_be_unmap(s, i);
-		if (err) {
-			rcu_set_pointer(&s->slots[i], c);
-			return err;
-		}
-		vmm_withdrawn(s, c);
-	}
-	return 0;
 }
 
 static int vmm_sync_locked(struct vmm_space *s, unsigned int flags)
@@ -296,35 +439,85 @@ static int vmm_sync_locked(struct vmm_space *s, unsigned int flags)
 			   s->be.ops->synchronize(&s->be, NULL));
 }
 
+static int vmm_straddles(struct vmm_space *s, uint64_t va, uint64_t bytes,
+			 const struct vmm_ment *e)
+{
+	return sa_error(-EBUSY,
+			"vmm: unmap [0x%llx, +%llu) on device %d: the segment "
+			"mapped at [0x%llx, +%llu) reaches past the range; a "
+			"segment is unmapped whole only",
+			(unsigned long long)va, (unsigned long long)bytes,
+			s->be.device,
+			(unsigned long long)vmm_slot_va(s, e->first),
+			(unsigned long long)seg_bytes(s, e->seg));
+}
+
+/*
+ * Unmap the mappings lying wholly inside slots [first, first + n), all
+ * mapped; stops at the first failure.
+ */
+static int vmm_unmap_inside(struct vmm_space *s, uint64_t first, uint64_t n)
+{
+	uint64_t i, next;
+	int err = 0;
+
+	for (i = first; !err && i < first + n; i = next) {
+		struct vmm_ment *e = s->slots[i];
+
+		next = ment_end(e); /* @e may be freed once unmapped */
+		if (e->first >= first && next <= first + n)
+			err = vmm_unmap_ment(s, e);
+	}
+	return err;
+}
+
 int vmm_unmap(struct vmm_space *s, uint64_t va, uint64_t bytes,
 	      unsigned int flags)
 {
-	uint64_t first, n;
-	int err;
+	const struct vmm_ment *straddle = NULL;
+	uint64_t first, n, i, inside = 0;
+	int err, ret;
 
-	err = vmm_check_range(s, "unmap", va, bytes);
+	err = vmm_check_child(s, "unmap") ?:
+		      vmm_check_range(s, "unmap", va, bytes);
 	if (err)
 		return err;
 	first = vmm_slot(s, va);
 	n = bytes / s->chunk;
 	pthread_mutex_lock(&s->lock);
 	err = vmm_need_mapped(s, "unmap", first, n);
-	if (!err)
-		err = vmm_sync_locked(s, flags);
-	if (!err)
-		err = vmm_unmap_run(s, first, n);
+	if (err)
+		goto out_unlock;
+	for (i = first; i < first + n; i = ment_end(s->slots[i])) {
+		const struct vmm_ment *e = s->slots[i];
+
+		if (e->first < first || ment_end(e) > first + n)
+			straddle = straddle ? straddle : e;
+		else
+			inside++;
+	}
+	if (straddle) {
+		err = vmm_straddles(s, va, bytes, straddle);
+		if (!inside)
+			goto out_unlock;
+	}
+	ret = vmm_sync_locked(s, flags) ?: vmm_unmap_inside(s, first, n);
+	if (ret)
+		err = ret;
+out_unlock:
 	pthread_mutex_unlock(&s->lock);
 	if (!err)
 		sa_trace(unmap, s->be.device, va, bytes);
 	return err;
 }
 
-/* Map the chunks at src slots also at dst slots (space lock held). */
+/* Map the segments at src slots also at dst slots (space lock held). */
 static int vmm_alias_locked(struct vmm_space *s, const char *op, uint64_t src,
 			    uint64_t dst, uint64_t bytes)
 {
-	uint64_t sfirst, dfirst, n, i;
-	struct vmm_chunk **chunks;
+	uint64_t sfirst, dfirst, n, i, k = 0;
+	struct vmm_ment **ments = NULL;
+	struct vmm_seg **segs;
 	int err;
 
 	err = vmm_check_range(s, op, src, bytes) ?:
@@ -345,22 +538,42 @@ static int vmm_alias_locked(struct vmm_space *s, const char *op, uint64_t src,
 						  vmm_need_free(s, op, dfirst, n);
 	if (err)
 		return err;
-	chunks = malloc(n * sizeof(*chunks));
-	if (!chunks)
-		return sa_error(-ENOMEM, "vmm: out of host memory");
-	for (i = 0; i < n; i++)
-		chunks[i] = s->slots[sfirst + i];
-	err = vmm_map_run(s, dfirst, n, chunks);
-	if (!err)
-		vmm_publish(s, dfirst, n, chunks);
-	free(chunks);
+	if (s->slots[sfirst]->first != sfirst ||
+	    ment_end(s->slots[sfirst + n - 1]) != sfirst + n)
+		return sa_error(-EINVAL,
+				"vmm: %s [0x%llx, +%llu) on device %d: the "
+				"range cuts a segment mapping; segments move "
+				"whole only",
+				op, (unsigned long long)src,
+				(unsigned long long)bytes, s->be.device);
+	segs = malloc(n * sizeof(*segs));
+	ments = malloc(n * sizeof(*ments));
+	if (!segs || !ments) {
+		err = sa_error(-ENOMEM, "vmm: out of host memory");
+		goto out_free;
+	}
+	for (i = sfirst; i < sfirst + n; i = ment_end(s->slots[i]))
+		segs[k++] = s->slots[i]->seg;
+	err = vmm_ments_alloc(ments, k);
+	if (err)
+		goto out_free;
+	err = vmm_map_run(s, dfirst, n, segs, k);
+	if (err)
+		vmm_ments_free(ments, k);
+	else
+		vmm_publish(s, dfirst, segs, ments, k);
+out_free:
+	free(ments);
+	free(segs);
 	return err;
 }
 
 int vmm_alias(struct vmm_space *s, uint64_t src, uint64_t dst, uint64_t bytes)
 {
-	int err;
+	int err = vmm_check_child(s, "alias");
 
+	if (err)
+		return err;
 	pthread_mutex_lock(&s->lock);
 	err = vmm_alias_locked(s, "alias", src, dst, bytes);
 	pthread_mutex_unlock(&s->lock);
@@ -370,14 +583,16 @@ int vmm_alias(struct vmm_space *s, uint64_t src, uint64_t dst, uint64_t bytes)
 int vmm_remap(struct vmm_space *s, uint64_t from, uint64_t to, uint64_t bytes,
 	      unsigned int flags)
 {
-	int err;
+	int err = vmm_check_child(s, "remap");
 
+	if (err)
+		return err;
 	pthread_mutex_lock(&s->lock);
 	err = vmm_alias_locked(s, "remap", from, to, bytes);
 	if (!err)
 		err = vmm_sync_locked(s, flags);
 	if (!err)
-		err = vmm_unmap_run(s, vmm_slot(s, from), bytes / s->chunk);
+		err = vmm_unmap_inside(s, vmm_slot(s, from), bytes / s->chunk);
 	pthread_mutex_unlock(&s->lock);
 	return err;
 }

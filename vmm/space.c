@@ -3,32 +3,75 @@
  * vmm/space.c - per-device address spaces: set-up, tear-down, lookups, stats
  *
  * A space is one reservation of va_bytes, cut into chunk-sized slots.  The
- * slot table is an array of RCU-protected chunk pointers: a dense array is
- * the natural map from slot index to chunk (O(1), no hashing, 8 bytes per
- * chunk of address space), and readers walk it under urcu_bp_read_lock() only.
+ * slot table is an array of RCU-protected pointers to mapping descriptors:
+ * a dense array is the natural map from slot index to mapping (O(1), no
+ * hashing, 8 bytes per chunk of address space), and readers walk it under
+ * urcu_bp_read_lock() only.
  *
  * Invariants (under s->lock):
- *   - slots[i] != NULL iff the backend has slots[i] mapped at slot i, with
- *     access set;
- *   - chunk->map_count == the number of slots pointing at it;
- *   - a chunk is on s->pool iff its map_count is 0;
- *   - st.chunks_live * chunk == st.phys_bytes <= phys_limit.
+ *   - slots[i] == e != NULL iff the backend has segment e->seg mapped whole
+ *     at slot e->first <= i < e->first + e->seg->nr, with access set;
+ *   - seg->map_count == the number of mapping descriptors naming it;
+ *   - a segment is on s->pool iff its map_count is 0, and st.chunks_pooled
+ *     counts the chunks of the pooled segments;
+ *   - st.chunks_live * chunk == st.phys_bytes <= phys_limit (unless the
+ *     limit was lowered since).
  *
- * Locking: s->lock (a mutex) serialises writers; readers take none.  Chunk
+ * Fork: a pthread_atfork child handler bumps vmm_fork_gen; a space whose
+ * fork_gen differs belongs to the parent, and every call on it fails with
+ * -ECHILD before taking any lock (a lock held by a parent thread at fork
+ * stays held for ever in the child).
+ *
+ * Locking: s->lock (a mutex) serialises writers; readers take none.  Segment
  * descriptors leave the table before a grace period and are freed after it
- * (vmm_chunks_free, with call_rcu: no caller ever waits for readers).  The
+ * (vmm_segs_free, with call_rcu: no caller ever waits for readers).  The
  * backend's ->synchronize runs without the lock.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "../lib/util.h"
 #include "vmm-internal.h"
 
 #define VMM_VA_FACTOR 4
 #define VMM_MAX_SLOTS ((uint64_t)1 << 28) /* 2 GiB of table at most */
+#define VMM_SEGMENT_DEFAULT (20ULL << 20) /* PyTorch's large segments */
+
+unsigned long vmm_fork_gen;
+static pthread_once_t vmm_atfork_once = PTHREAD_ONCE_INIT;
+
+static void vmm_atfork_child(void)
+{
+	__atomic_add_fetch(&vmm_fork_gen, 1, __ATOMIC_RELAXED);
+}
+
+static void vmm_atfork_register(void)
+{
+	if (pthread_atfork(NULL, NULL, vmm_atfork_child))
+		sa_log(STALLOC_LOG_ERROR,
+		       "vmm: pthread_atfork failed: a forked child cannot "
+		       "tell that its spaces belong to the parent");
+}
+
+bool vmm_forked(const struct vmm_space *s)
+{
+	return s->fork_gen != __atomic_load_n(&vmm_fork_gen, __ATOMIC_RELAXED);
+}
+
+int vmm_check_child(const struct vmm_space *s, const char *op)
+{
+	if (!vmm_forked(s))
+		return 0;
+	return sa_error(-ECHILD,
+			"vmm: %s on device %d in process %d, a child forked "
+			"from the one that made the space: device state does "
+			"not survive fork",
+			op, s->be.device, (int)getpid());
+}
 
 static const char *const vmm_call_names[VMM_CALL_NR] = {
 	[VMM_CALL_RESERVE] = "reserve",
@@ -100,6 +143,15 @@ static int vmm_geometry(struct vmm_space *s, const struct vmm_config *cfg)
 				(unsigned long long)chunk, s->be.device,
 				bi->granularity);
 	s->chunk = chunk;
+	err = vmm_setting(cfg->segment_bytes, "STALLOC_SEGMENT_SIZE",
+			  VMM_SEGMENT_DEFAULT, &s->seg_max);
+	if (err)
+		return err;
+	s->seg_max /= chunk;
+	if (!s->seg_max)
+		s->seg_max = 1;
+	if (s->seg_max > UINT32_MAX)
+		s->seg_max = UINT32_MAX;
 	err = vmm_setting(cfg->phys_limit, "STALLOC_PHYS_LIMIT",
 			  bi->device_bytes, &limit);
 	if (err)
@@ -131,6 +183,7 @@ static int vmm_open_backend(struct vmm_space *s, const struct vmm_config *cfg)
 		return err;
 	s->be.ops = ops;
 	s->be.device = cfg->device;
+	s->be.peers = cfg->peers ? cfg->peers : getenv("STALLOC_PEERS");
 	err = vmm_setting(cfg->host_device_bytes, "STALLOC_HOST_MEM", 0,
 			  &s->be.host_device_bytes);
 	if (!err) {
@@ -157,6 +210,8 @@ int vmm_space_create(const struct vmm_config *cfg, struct vmm_space **out)
 	if (!s)
 		return sa_error(-ENOMEM, "vmm: out of memory for device %d",
 				cfg->device);
+	pthread_once(&vmm_atfork_once, vmm_atfork_register);
+	s->fork_gen = __atomic_load_n(&vmm_fork_gen, __ATOMIC_RELAXED);
 	pthread_mutex_init(&s->lock, NULL);
 	CDS_INIT_LIST_HEAD(&s->pool);
 	s->next_id = 1;
@@ -180,10 +235,12 @@ int vmm_space_create(const struct vmm_config *cfg, struct vmm_space **out)
 		goto err_free_slots;
 	sa_log(STALLOC_LOG_INFO,
 	       "vmm: device %d (%s): %llu bytes reserved at 0x%llx, chunk %zu, "
-	       "physical limit %llu",
+	       "segments up to %llu bytes, physical limit %llu, peers %#llx",
 	       s->be.device, s->be.info.name, (unsigned long long)s->size,
 	       (unsigned long long)s->base, s->chunk,
-	       (unsigned long long)s->phys_limit);
+	       (unsigned long long)s->seg_max * s->chunk,
+	       (unsigned long long)s->phys_limit,
+	       (unsigned long long)s->be.peer_mask);
 	*out = s;
 	return 0;
 
@@ -206,14 +263,19 @@ err_free:
 
 static void vmm_teardown_unmap(struct vmm_space *s)
 {
-	uint64_t i;
+	uint64_t i, next;
 	int err, t;
 
-	for (i = 0; i < s->nr_slots; i++) {
-		if (!s->slots[i])
+	for (i = 0; i < s->nr_slots; i = next) {
+		struct vmm_ment *e = s->slots[i];
+
+		if (!e) {
+			next = i + 1;
 			continue;
+		}
+		next = e->first + e->seg->nr;
 		for (t = 0, err = -EIO; err && t < VMM_TEARDOWN_TRIES; t++)
-			err = vmm_unmap_run(s, i, 1);
+			err = vmm_unmap_ment(s, e);
 		if (err)
 			sa_log(STALLOC_LOG_ERROR, "%s", stalloc_last_error());
 	}
@@ -225,6 +287,16 @@ void vmm_space_destroy(struct vmm_space *s)
 
 	if (!s)
 		return;
+	if (vmm_forked(s)) {
+		/*
+		 * The parent's device state: no driver call, no lock (a
+		 * parent thread may have held it at fork).  The descriptors
+		 * are left to the process's exit.
+		 */
+		free(s->slots);
+		free(s);
+		return;
+	}
 	pthread_mutex_lock(&s->lock);
 	if (vmm_counted(s, VMM_CALL_SYNC, s->be.ops->synchronize(&s->be, NULL)))
 		sa_log(STALLOC_LOG_ERROR, "%s", stalloc_last_error());
@@ -279,10 +351,10 @@ int vmm_check_range(const struct vmm_space *s, const char *op, uint64_t va,
 	return 0;
 }
 
-static void chunk_free_rcu(struct rcu_head *h)
+static void seg_free_rcu(struct rcu_head *h)
 {
 	/* cppcheck-suppress nullPointer ; container_of idiom */
-	free(caa_container_of(h, struct vmm_chunk, rcu));
+	free(caa_container_of(h, struct vmm_seg, rcu));
 }
 
 /*
@@ -291,44 +363,44 @@ static void chunk_free_rcu(struct rcu_head *h)
  * locks that a reader waits for (the runtime's device lock), and waiting
  * for readers there would deadlock.
  */
-void vmm_chunks_free(struct cds_list_head *list)
+void vmm_segs_free(struct cds_list_head *list)
 {
-	struct vmm_chunk *c, *tmp;
+	struct vmm_seg *g, *tmp;
 
-	cds_list_for_each_entry_safe(c, tmp, list, pool_node) {
-		cds_list_del(&c->pool_node);
-		urcu_bp_call_rcu(&c->rcu, chunk_free_rcu);
+	cds_list_for_each_entry_safe(g, tmp, list, pool_node) {
+		cds_list_del(&g->pool_node);
+		urcu_bp_call_rcu(&g->rcu, seg_free_rcu);
 	}
 }
 
 int vmm_trim(struct vmm_space *s, uint64_t keep_bytes)
 {
 	CDS_LIST_HEAD(dead);
-	struct vmm_chunk *c;
-	int err = 0;
+	struct vmm_seg *g;
+	int err = vmm_check_child(s, "trim");
 
+	if (err)
+		return err;
 	pthread_mutex_lock(&s->lock);
 	while (s->st.chunks_pooled * s->chunk > keep_bytes) {
-		/* Release the least recently used chunk first. */
+		/* Release the least recently used segment first. */
 		/* cppcheck-suppress nullPointer ; container_of idiom */
-		c = cds_list_entry(s->pool.prev, struct vmm_chunk, pool_node);
-		err = vmm_counted(s, VMM_CALL_DESTROY,
-				  s->be.ops->destroy_chunk(&s->be, c->handle));
+		g = cds_list_entry(s->pool.prev, struct vmm_seg, pool_node);
+		err = vmm_seg_destroy(s, g, &dead);
 		if (err)
 			break;
-		cds_list_move(&c->pool_node, &dead);
-		s->st.chunks_pooled--;
-		s->st.chunks_live--;
-		s->st.chunks_destroyed++;
-		s->st.phys_bytes -= s->chunk;
 	}
 	pthread_mutex_unlock(&s->lock);
-	vmm_chunks_free(&dead);
+	vmm_segs_free(&dead);
 	return err;
 }
 
 int vmm_sync(struct vmm_space *s, void *stream)
 {
+	int err = vmm_check_child(s, "sync");
+
+	if (err)
+		return err;
 	return vmm_counted(s, VMM_CALL_SYNC,
 			   s->be.ops->synchronize(&s->be, stream));
 }
@@ -352,8 +424,10 @@ void vmm_event_free(struct vmm_space *s, uint64_t ev)
 
 int vmm_event_record(struct vmm_space *s, uint64_t ev, void *stream)
 {
-	int err;
+	int err = vmm_check_child(s, "stream_after");
 
+	if (err)
+		return err;
 	pthread_mutex_lock(&s->lock);
 	err = vmm_counted(s, VMM_CALL_ORDER,
 			  s->be.ops->event_record(&s->be, ev, stream));
@@ -387,22 +461,24 @@ int vmm_capture_relax(struct vmm_space *s, bool relax, int *old)
 
 bool vmm_lookup(struct vmm_space *s, uint64_t va, struct vmm_translation *t)
 {
-	struct vmm_chunk *c;
+	struct vmm_ment *e;
 	uint64_t i;
 
-	if (va < s->base || va - s->base >= s->size)
+	if (va < s->base || va - s->base >= s->size || vmm_forked(s))
 		return false;
 	i = vmm_slot(s, va);
 	urcu_bp_read_lock();
-	c = rcu_dereference(s->slots[i]);
-	if (c) {
-		t->chunk_id = c->id;
-		t->handle = c->handle;
+	e = rcu_dereference(s->slots[i]);
+	if (e) {
+		t->chunk_id = e->seg->id + (i - e->first);
+		t->handle = e->seg->handle;
 		t->slot_va = vmm_slot_va(s, i);
 		t->chunk_offset = va - t->slot_va;
+		t->seg_va = vmm_slot_va(s, e->first);
+		t->seg_bytes = (uint64_t)e->seg->nr * s->chunk;
 	}
 	urcu_bp_read_unlock();
-	return c != NULL;
+	return e != NULL;
 }
 
 bool vmm_is_mapped(struct vmm_space *s, uint64_t va, uint64_t bytes)
@@ -411,7 +487,7 @@ bool vmm_is_mapped(struct vmm_space *s, uint64_t va, uint64_t bytes)
 	bool ok = true;
 
 	if (!bytes || va < s->base || va - s->base >= s->size ||
-	    bytes > s->size - (va - s->base))
+	    bytes > s->size - (va - s->base) || vmm_forked(s))
 		return false;
 	last = vmm_slot(s, va + bytes - 1);
 	urcu_bp_read_lock();
@@ -427,28 +503,31 @@ int vmm_for_each_mapping(struct vmm_space *s,
 {
 	struct vmm_mapping m = { 0 };
 	uint64_t i, prev_id = 0;
-	int ret = 0;
+	int ret = vmm_check_child(s, "for_each_mapping");
 
 	urcu_bp_read_lock();
 	for (i = 0; i <= s->nr_slots && !ret; i++) {
-		struct vmm_chunk *c =
+		struct vmm_ment *e =
 			i < s->nr_slots ? rcu_dereference(s->slots[i]) : NULL;
+		uint64_t id = e ? e->seg->id + (i - e->first) : 0;
 
-		if (c && m.nr_chunks) {
-			m.contiguous_ids &= c->id == prev_id + 1;
+		if (e && m.nr_chunks) {
+			m.contiguous_ids &= id == prev_id + 1;
 			m.nr_chunks++;
 			m.bytes += s->chunk;
-		} else if (c) {
+			m.nr_segs += i == e->first;
+		} else if (e) {
 			m = (struct vmm_mapping){ .va = vmm_slot_va(s, i),
 						  .bytes = s->chunk,
-						  .first_chunk_id = c->id,
+						  .first_chunk_id = id,
 						  .nr_chunks = 1,
-						  .contiguous_ids = true };
+						  .contiguous_ids = true,
+						  .nr_segs = 1 };
 		} else if (m.nr_chunks) {
 			ret = fn(&m, arg);
 			m.nr_chunks = 0;
 		}
-		prev_id = c ? c->id : 0;
+		prev_id = id;
 	}
 	urcu_bp_read_unlock();
 	return ret;
@@ -458,9 +537,13 @@ void vmm_get_stats(struct vmm_space *s, struct vmm_stats *st)
 {
 	int k;
 
-	pthread_mutex_lock(&s->lock);
-	*st = s->st;
-	pthread_mutex_unlock(&s->lock);
+	if (vmm_forked(s)) {
+		*st = s->st; /* the lock may be held for ever here */
+	} else {
+		pthread_mutex_lock(&s->lock);
+		*st = s->st;
+		pthread_mutex_unlock(&s->lock);
+	}
 	for (k = 0; k < VMM_CALL_NR; k++) {
 		st->calls[k] =
 			__atomic_load_n(&s->st.calls[k], __ATOMIC_RELAXED);
@@ -489,6 +572,16 @@ size_t vmm_granularity(const struct vmm_space *s)
 	return s->be.info.granularity;
 }
 
+uint64_t vmm_segment_bytes(const struct vmm_space *s)
+{
+	return s->seg_max * s->chunk;
+}
+
+uint64_t vmm_peer_mask(const struct vmm_space *s)
+{
+	return s->be.peer_mask;
+}
+
 int vmm_device(const struct vmm_space *s)
 {
 	return s->be.device;
@@ -511,6 +604,8 @@ uint64_t vmm_device_bytes(const struct vmm_space *s)
 
 void vmm_set_phys_limit(struct vmm_space *s, uint64_t bytes)
 {
+	if (vmm_forked(s))
+		return;
 	pthread_mutex_lock(&s->lock);
 	s->phys_limit = bytes;
 	pthread_mutex_unlock(&s->lock);

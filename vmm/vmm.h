@@ -3,9 +3,13 @@
  * vmm/vmm.h - the virtual memory layer (internal interface)
  *
  * One struct vmm_space per device: a single large virtual address
- * reservation, a pool of physical chunks of one size (the chunk size, a
- * multiple of the backend's granularity), and a mapping table from each
- * chunk-sized slot of the reservation to the physical chunk mapped there.
+ * reservation cut into chunk-sized slots (the chunk size, a multiple of the
+ * backend's granularity), physical segments of one or more chunks (one
+ * driver allocation each, mapped and unmapped whole), a pool of segments
+ * mapped nowhere, and a mapping table from each slot to the driver mapping
+ * covering it.  vmm_map() gives a range segments as large as it can (up to
+ * the segment size), so mapping costs few driver calls; a segment can only
+ * be unmapped whole (see vmm_unmap()).
  *
  * Concurrency: every function that changes a space takes its mutex, so
  * writers are serialised.  vmm_lookup() and vmm_for_each_mapping() are RCU
@@ -42,6 +46,12 @@ struct vmm_space;
  *	STALLOC_HOST_MEM or 16 GiB
  * @host_granularity: host backend only: granularity; 0:
  *	STALLOC_HOST_GRANULARITY or 2 MiB
+ * @segment_bytes: most bytes in one segment (one driver allocation) that
+ *	vmm_map() makes, rounded down to chunks; 0: STALLOC_SEGMENT_SIZE or
+ *	20 MiB; the chunk size gives one chunk per segment
+ * @peers: devices besides @device that get access to every mapping:
+ *	"all" (every device that can access this one), "none", or a comma
+ *	list of ordinals; NULL reads STALLOC_PEERS, default "all"
  */
 struct vmm_config {
 	const char *backend;
@@ -51,6 +61,8 @@ struct vmm_config {
 	uint64_t phys_limit;
 	uint64_t host_device_bytes;
 	uint64_t host_granularity;
+	uint64_t segment_bytes;
+	const char *peers;
 };
 
 /**
@@ -63,6 +75,10 @@ struct vmm_config {
  * @bytes_mapped_peak: most bytes ever mapped at once
  * @phys_bytes: bytes of physical memory held now (chunks_live * chunk)
  * @phys_bytes_peak: most physical bytes ever held at once
+ * @segs_created: segments (driver allocations) created
+ * @segs_destroyed: segments released to the driver
+ * @segs_live: segments that exist now
+ * @mappings: driver mappings now (a segment mapped at two places counts 2)
  * @calls: driver calls by kind (enum vmm_call)
  * @call_failures: failed driver calls by kind
  */
@@ -75,6 +91,10 @@ struct vmm_stats {
 	uint64_t bytes_mapped_peak;
 	uint64_t phys_bytes;
 	uint64_t phys_bytes_peak;
+	uint64_t segs_created;
+	uint64_t segs_destroyed;
+	uint64_t segs_live;
+	uint64_t mappings;
 	uint64_t calls[VMM_CALL_NR];
 	uint64_t call_failures[VMM_CALL_NR];
 };
@@ -85,12 +105,16 @@ struct vmm_stats {
  * @handle: the backend's handle of the chunk
  * @chunk_offset: offset of the address inside the chunk
  * @slot_va: start of the chunk-sized slot holding the address
+ * @seg_va: start of the driver mapping (a whole segment) holding it
+ * @seg_bytes: size of that mapping: the least that can be unmapped there
  */
 struct vmm_translation {
 	uint64_t chunk_id;
 	uint64_t handle;
 	uint64_t chunk_offset;
 	uint64_t slot_va;
+	uint64_t seg_va;
+	uint64_t seg_bytes;
 };
 
 /**
@@ -100,6 +124,7 @@ struct vmm_translation {
  * @first_chunk_id: chunk mapped at @va
  * @nr_chunks: chunks in the run (consecutive slots, each with a chunk)
  * @contiguous_ids: true if the run's chunk ids are consecutive
+ * @nr_segs: driver mappings (segments) in the run
  */
 struct vmm_mapping {
 	uint64_t va;
@@ -107,6 +132,7 @@ struct vmm_mapping {
 	uint64_t first_chunk_id;
 	uint64_t nr_chunks;
 	bool contiguous_ids;
+	uint64_t nr_segs;
 };
 
 /* Flag for vmm_unmap(), vmm_remap(): the caller has synchronised. */
@@ -119,11 +145,23 @@ int vmm_space_create(const struct vmm_config *cfg, struct vmm_space **out);
  */
 void vmm_space_destroy(struct vmm_space *s);
 
+/*
+ * True in a process forked from the one that made @s: CUDA state does not
+ * survive fork, so every call on @s there fails with -ECHILD (without
+ * taking any lock a parent thread may have held at fork) and
+ * vmm_space_destroy() only frees host memory.
+ */
+bool vmm_forked(const struct vmm_space *s);
+
 /* Geometry: start and size of the reservation, chunk size, backend. */
 uint64_t vmm_base(const struct vmm_space *s);
 uint64_t vmm_size(const struct vmm_space *s);
 size_t vmm_chunk_bytes(const struct vmm_space *s);
 size_t vmm_granularity(const struct vmm_space *s);
+/* Most bytes in one segment vmm_map() makes. */
+uint64_t vmm_segment_bytes(const struct vmm_space *s);
+/* Devices granted access besides the owner: bit d for device d. */
+uint64_t vmm_peer_mask(const struct vmm_space *s);
 int vmm_device(const struct vmm_space *s);
 const char *vmm_backend_name(const struct vmm_space *s);
 uint64_t vmm_phys_limit(const struct vmm_space *s);
@@ -135,20 +173,28 @@ uint64_t vmm_device_bytes(const struct vmm_space *s);
 void vmm_set_phys_limit(struct vmm_space *s, uint64_t bytes);
 
 /*
- * Map physical chunks (pooled ones first, then new ones) over the
- * chunk-aligned range [va, va + bytes) and make it accessible.  All or
- * nothing: on failure nothing was mapped.  -EINVAL for a range outside the
+ * Map physical segments over the chunk-aligned range [va, va + bytes) and
+ * make it accessible (one access call for the range).  Pooled segments that
+ * fit are used first (largest first), the rest gets new segments of up to
+ * the segment size; a pooled segment too large for any request is released
+ * when the physical limit needs the room.  All or nothing: on failure
+ * nothing was mapped.  -EINVAL for a range outside the
  * reservation or not chunk aligned, -EBUSY if part of it is mapped, -ENOMEM
  * past the physical limit, -EIO (or the driver's code) for a driver failure.
  */
 int vmm_map(struct vmm_space *s, uint64_t va, uint64_t bytes);
 
 /*
- * Unmap [va, va + bytes), which must be wholly mapped; chunks mapped nowhere
- * else go back to the pool.  Unless VMM_SYNCED is given, the device is
- * synchronised first (CUDA does not wait for kernels before unmapping).
- * -EINVAL if part of the range is not mapped.  A driver failure part way
- * leaves the table describing exactly what is still mapped.
+ * Unmap [va, va + bytes), which must be wholly mapped; segments mapped
+ * nowhere else go back to the pool.  Unless VMM_SYNCED is given, the device
+ * is synchronised first (CUDA does not wait for kernels before unmapping).
+ * -EINVAL if part of the range is not mapped (nothing changes).  A segment
+ * can only be unmapped whole: the mappings lying wholly inside the range are
+ * unmapped, one reaching past either end stays mapped and the call returns
+ * -EBUSY (after unmapping the others; nothing changes if no mapping lies
+ * wholly inside).  vmm_lookup() tells where a mapping starts and ends.  A
+ * driver failure part way leaves the table describing exactly what is
+ * still mapped.
  */
 int vmm_unmap(struct vmm_space *s, uint64_t va, uint64_t bytes,
 	      unsigned int flags);
@@ -156,7 +202,8 @@ int vmm_unmap(struct vmm_space *s, uint64_t va, uint64_t bytes,
 /*
  * Move the chunks mapped at [from, from + bytes) to [to, to + bytes) without
  * copying: same physical pages, new addresses.  The ranges must not
- * overlap; the destination must be unmapped.  Synchronises first unless
+ * overlap; the destination must be unmapped; the source must consist of
+ * whole segment mappings (-EINVAL otherwise).  Synchronises first unless
  * VMM_SYNCED.  All or nothing.
  */
 int vmm_remap(struct vmm_space *s, uint64_t from, uint64_t to, uint64_t bytes,
@@ -164,7 +211,9 @@ int vmm_remap(struct vmm_space *s, uint64_t from, uint64_t to, uint64_t bytes,
 
 /*
  * Map the chunks already mapped at [src, src + bytes) also at
- * [dst, dst + bytes) (both addresses show the same bytes).  All or nothing.
+ * [dst, dst + bytes) (both addresses show the same bytes).  The source
+ * must consist of whole segment mappings (-EINVAL otherwise).  All or
+ * nothing.
  */
 int vmm_alias(struct vmm_space *s, uint64_t src, uint64_t dst, uint64_t bytes);
 
@@ -182,7 +231,10 @@ int vmm_for_each_mapping(struct vmm_space *s,
 			 int (*fn)(const struct vmm_mapping *m, void *arg),
 			 void *arg);
 
-/* Release pooled chunks to the driver until at most @keep_bytes stay. */
+/*
+ * Release pooled segments to the driver, least recently used first, until
+ * at most @keep_bytes stay pooled.
+ */
 int vmm_trim(struct vmm_space *s, uint64_t keep_bytes);
 
 /* Wait for work on @stream (NULL: the whole device). */

@@ -130,6 +130,10 @@ static int dev_attr_value(CUdevice_attribute attr, CUdevice dev)
 		return 5120;
 	case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
 		return 0x10 + dev;
+	case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED:
+		return !fc_cfg.no_rdma;
+	case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
+		return !fc_cfg.no_posix_fd;
 	default:
 		return 0; /* minor version 0, and "unsupported" */
 	}
@@ -151,6 +155,38 @@ FC_API CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attr,
 	if (err == CUDA_SUCCESS)
 		*value = dev_attr_value(attr, dev);
 	return fc_leave(err);
+}
+
+FC_API CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer)
+{
+	CUresult err = fc_enter(FC_cuDeviceCanAccessPeer);
+
+	if (err == CUDA_SUCCESS && !can)
+		err = fc_viol(CUDA_ERROR_INVALID_VALUE,
+			      "canAccessPeer is NULL");
+	if (err == CUDA_SUCCESS)
+		err = dev_check(dev);
+	if (err == CUDA_SUCCESS)
+		err = dev_check(peer);
+	if (err == CUDA_SUCCESS && dev == peer)
+		err = fc_viol(CUDA_ERROR_INVALID_DEVICE,
+			      "device %d asked about itself", dev);
+	if (err == CUDA_SUCCESS)
+		*can = fc_peer_can(dev, peer);
+	return fc_leave(err);
+}
+
+FC_API int fakecuda_set_peer(int dev, int owner, int can)
+{
+	if (dev < 0 || dev >= FC_MAX_DEV || owner < 0 || owner >= FC_MAX_DEV)
+		return -1;
+	fc_lock();
+	if (can)
+		fc_cfg.peer[dev] |= (unsigned char)(1u << owner);
+	else
+		fc_cfg.peer[dev] &= (unsigned char)~(1u << owner);
+	fc_unlock();
+	return 0;
 }
 
 FC_API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)

@@ -45,6 +45,7 @@
 	X(cuDeviceGetAttribute, 0)                     \
 	X(cuDeviceGetName, 0)                          \
 	X(cuDeviceTotalMem, 0)                         \
+	X(cuDeviceCanAccessPeer, 0)                    \
 	X(cuDevicePrimaryCtxRetain, 0)                 \
 	X(cuDevicePrimaryCtxRelease, 0)                \
 	X(cuCtxGetCurrent, 0)                          \
@@ -87,6 +88,9 @@ struct fc_config {
 	size_t mem; /* bytes per device */
 	size_t gran; /* allocation granularity, a power of two */
 	bool no_vmm;
+	bool no_rdma; /* FAKECUDA_NO_RDMA: no GPUDirect RDMA with VMM */
+	bool no_posix_fd; /* FAKECUDA_NO_POSIX_FD: no shareable fd handles */
+	unsigned char peer[FC_MAX_DEV]; /* bit b of peer[a]: a can access b */
 };
 
 extern struct fc_config fc_cfg;
@@ -134,6 +138,12 @@ void fc_vec_remove_key(struct fc_vec *vec, uint64_t key);
 
 /* fakecuda-mem.c: create the devices' physical memory at cuInit. */
 CUresult fc_mem_init(void);
+
+/* fakecuda-ctx.c: can device @dev access memory of device @owner? */
+static inline bool fc_peer_can(int dev, int owner)
+{
+	return dev == owner || (fc_cfg.peer[dev] >> owner & 1);
+}
 
 /* fakecuda-ctx.c: device of the usable current context, or an error. */
 CUresult fc_ctx_current_dev(int *dev);

@@ -60,6 +60,9 @@ struct fc_handle {
 	size_t size;
 	unsigned long nmaps;
 	bool released; /* by the caller; freed at nmaps 0 */
+	bool rdma; /* prop->allocFlags.gpuDirectRDMACapable */
+	unsigned int handle_types; /* prop->requestedHandleTypes */
+	int ctx_dev; /* device of the context current at create, or -1 */
 };
 
 struct fc_res {
@@ -508,6 +511,10 @@ static CUresult mem_create(CUmemGenericAllocationHandle *out, size_t size,
 	h->o.key = FC_HANDLE_TAG | ++fc_handle_seq;
 	h->dev = prop->location.id;
 	h->size = size;
+	h->rdma = prop->allocFlags.gpuDirectRDMACapable;
+	h->handle_types = (unsigned int)prop->requestedHandleTypes;
+	if (fc_ctx_current_dev(&h->ctx_dev) != CUDA_SUCCESS)
+		h->ctx_dev = -1;
 	if (fc_vec_insert(&fc_handles, &h->o))
 		goto err_extent;
 	pool->used += size;
@@ -761,6 +768,12 @@ static CUresult mem_set_access(CUdeviceptr va, size_t size,
 		err = whole_span(va, size, &first, &n);
 	if (err != CUDA_SUCCESS)
 		return err;
+	/* like the driver: a device that cannot reach the owner is refused */
+	for (i = first; i < first + n; i++)
+		for (j = 0; j < count; j++)
+			if (!fc_peer_can(desc[j].location.id,
+					 map_of(fc_maps.v[i])->h->dev))
+				return CUDA_ERROR_INVALID_DEVICE;
 	for (i = first; i < first + n; i++) {
 		struct fc_map *m = map_of(fc_maps.v[i]);
 
@@ -997,4 +1010,35 @@ FC_API unsigned long long fakecuda_phys_bytes(int dev)
 		n = fc_pools[dev].used;
 	fc_unlock();
 	return n;
+}
+
+FC_API int fakecuda_access_flags(unsigned long long va, int dev)
+{
+	int flags = -1;
+	size_t i;
+
+	fc_lock();
+	if (dev >= 0 && dev < FC_MAX_DEV && map_index(va, &i))
+		flags = map_of(fc_maps.v[i])->access[dev];
+	fc_unlock();
+	return flags;
+}
+
+FC_API int fakecuda_handle_props(unsigned long long va, int *rdma,
+				 unsigned int *handle_types, int *ctx_dev)
+{
+	struct fc_handle *h;
+	size_t i;
+
+	fc_lock();
+	if (!map_index(va, &i)) {
+		fc_unlock();
+		return -1;
+	}
+	h = map_of(fc_maps.v[i])->h;
+	*rdma = h->rdma;
+	*handle_types = h->handle_types;
+	*ctx_dev = h->ctx_dev;
+	fc_unlock();
+	return 0;
 }

@@ -472,6 +472,39 @@ static void fc_env_size(const char *name, unsigned long long *out)
 			name, s);
 }
 
+/*
+ * FAKECUDA_PEER: "all" (default: every device can access every other),
+ * "none", or a comma list of A:B pairs, each meaning device A can access
+ * the memory of device B.
+ */
+static void fc_env_peers(struct fc_config *cfg)
+{
+	const char *s = getenv("FAKECUDA_PEER");
+	int a, b, n;
+
+	memset(cfg->peer, 0, sizeof(cfg->peer));
+	if (!s || !*s || !strcmp(s, "all")) {
+		memset(cfg->peer, 0xff, sizeof(cfg->peer));
+		return;
+	}
+	if (!strcmp(s, "none"))
+		return;
+	while (*s) {
+		if (sscanf(s, "%d:%d%n", &a, &b, &n) != 2 || a < 0 ||
+		    a >= FC_MAX_DEV || b < 0 || b >= FC_MAX_DEV) {
+			fprintf(stderr,
+				"fakecuda: warning: bad FAKECUDA_PEER entry "
+				"at \"%s\"\n",
+				s);
+			return;
+		}
+		cfg->peer[a] |= (unsigned char)(1u << b);
+		s += n;
+		if (*s == ',')
+			s++;
+	}
+}
+
 static void fc_read_config(struct fc_config *cfg)
 {
 	unsigned long long ndev = FC_DEF_DEVICES, mem = FC_DEF_MEM;
@@ -500,6 +533,9 @@ static void fc_read_config(struct fc_config *cfg)
 	cfg->gran = gran;
 	cfg->mem = mem & ~(gran - 1);
 	cfg->no_vmm = fc_env_true("FAKECUDA_NO_VMM");
+	cfg->no_rdma = fc_env_true("FAKECUDA_NO_RDMA");
+	cfg->no_posix_fd = fc_env_true("FAKECUDA_NO_POSIX_FD");
+	fc_env_peers(cfg);
 }
 
 static CUresult fc_init(unsigned int flags)
@@ -670,6 +706,7 @@ FC_API CUresult cuGetErrorName(CUresult error, const char **str)
 	X(cuDeviceGetAttribute, 2000, cuDeviceGetAttribute)                    \
 	X(cuDeviceGetName, 2000, cuDeviceGetName)                              \
 	X(cuDeviceTotalMem, 3020, cuDeviceTotalMem)                            \
+	X(cuDeviceCanAccessPeer, 4000, cuDeviceCanAccessPeer)                  \
 	X(cuDevicePrimaryCtxRetain, 7000, cuDevicePrimaryCtxRetain)            \
 	X(cuDevicePrimaryCtxRelease, 11000, cuDevicePrimaryCtxRelease)         \
 	X(cuCtxGetCurrent, 4000, cuCtxGetCurrent)                              \

@@ -16,6 +16,14 @@
  *   FAKECUDA_MEM=BYTES        memory per device (default 16 GiB; suffixes K M G)
  *   FAKECUDA_GRANULARITY=B    allocation granularity (default 2 MiB)
  *   FAKECUDA_NO_VMM=1         devices report no VMM support
+ *   FAKECUDA_NO_RDMA=1        devices report no GPUDirect RDMA with VMM
+ *                             (CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_
+ *                             CUDA_VMM_SUPPORTED 0; default 1)
+ *   FAKECUDA_NO_POSIX_FD=1    devices report no POSIX fd handle type
+ *   FAKECUDA_PEER=SPEC        which device can access which one's memory
+ *                             (cuDeviceCanAccessPeer, cuMemSetAccess):
+ *                             "all" (default), "none", or a comma list of
+ *                             A:B pairs, "device A can access device B"
  *   FAKECUDA_FAIL=CALL:N:ERR  make the Nth call of CALL fail with CUresult ERR
  *                             (decimal); several entries separated by commas;
  *                             CALL "*" counts calls of any kind, N "*" makes
@@ -23,6 +31,10 @@
  *                             first cuInit, which is itself counted.
  * Read at each violation:
  *   FAKECUDA_ABORT=1          abort() on a rule violation (for a backtrace)
+ *
+ * cuMemSetAccess granting a device that cannot access the memory's owner
+ * fails with CUDA_ERROR_INVALID_DEVICE and changes nothing, like the driver
+ * (it is not counted as a violation).
  *
  * Every rule violation is counted (fakecuda_violations()) and printed to
  * stderr as "fakecuda: violation: <call>: <what>".  An injected failure has
@@ -81,6 +93,21 @@ unsigned long fakecuda_violations(void);
  * Returns 0, or -1 if @stream names no live stream.
  */
 int fakecuda_stream_hold(void *stream, int busy);
+
+/* Let device @dev access device @owner's memory (@can 1) or not (0). */
+int fakecuda_set_peer(int dev, int owner, int can);
+/*
+ * Access flags (CUmemAccess_flags) device @dev has on the mapping holding
+ * @va, or -1 if @va is not mapped.
+ */
+int fakecuda_access_flags(unsigned long long va, int dev);
+/*
+ * Properties of the handle mapped at @va: gpuDirectRDMACapable,
+ * requestedHandleTypes, and the device of the context current when it
+ * was created (-1: none).  0, or -1 if @va is not mapped.
+ */
+int fakecuda_handle_props(unsigned long long va, int *rdma,
+			  unsigned int *handle_types, int *ctx_dev);
 
 #ifdef __cplusplus
 }
