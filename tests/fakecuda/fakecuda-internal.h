@@ -75,7 +75,8 @@
 	X(cuMemsetD8, 0)                               \
 	X(cuMemcpyHtoD, 0)                             \
 	X(cuMemcpyDtoH, 0)                             \
-	X(cuMemcpyDtoD, 0)
+	X(cuMemcpyDtoD, 0)                             \
+	X(cuMemcpy, 0)
 
 #define FC_CALL_ENUM(name, flags) FC_##name,
 enum fc_call { FC_CALLS(FC_CALL_ENUM) FC_NCALLS };

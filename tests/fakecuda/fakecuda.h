@@ -24,6 +24,13 @@
  * Read at each violation:
  *   FAKECUDA_ABORT=1          abort() on a rule violation (for a backtrace)
  *
+ * Device memory is not host memory: the host faults (SIGSEGV) on a load or
+ * store at a device address, mapped or not, as on a real GPU.  Tests move
+ * bytes with cuMemcpyHtoD/DtoH/DtoD, cuMemcpy and cuMemsetD8, which need a
+ * current context and a range mapped without a hole with the context's
+ * device granted access (read for a source, read-write for a destination);
+ * anything else returns CUDA_ERROR_INVALID_VALUE and is a violation.
+ *
  * Every rule violation is counted (fakecuda_violations()) and printed to
  * stderr as "fakecuda: violation: <call>: <what>".  An injected failure has
  * no side effect: the call does nothing and returns the error.
@@ -69,6 +76,14 @@ unsigned long fakecuda_live_events(void);
 unsigned long long fakecuda_phys_bytes(int dev);
 /* Number of rule violations detected (each also printed to stderr). */
 unsigned long fakecuda_violations(void);
+/*
+ * With @on nonzero, the calling thread's driver calls are set aside from
+ * the bookkeeping until it calls this again with 0: they are not counted
+ * (fakecuda_calls, fakecuda_calls_total) and never failed on purpose, but
+ * every rule still applies to them.  Test fixtures use it to read and
+ * write device memory without shifting a fault sweep or a call count.
+ */
+void fakecuda_aside(int on);
 
 /*
  * Hold @stream (a CUstream; NULL or CU_STREAM_LEGACY: the calling thread's

@@ -20,10 +20,14 @@
 #endif
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -137,6 +141,7 @@ static struct {
 	PFN_cuMemcpyHtoD_v3020 htod;
 	PFN_cuMemcpyDtoH_v3020 dtoh;
 	PFN_cuMemcpyDtoD_v3020 dtod;
+	PFN_cuMemcpy_v4000 memcpy;
 } cu;
 
 static void *sym(void *lib, const char *name)
@@ -232,6 +237,7 @@ static void load_driver(void)
 	PROC(htod, "cuMemcpyHtoD");
 	PROC(dtoh, "cuMemcpyDtoH");
 	PROC(dtod, "cuMemcpyDtoD");
+	PROC(memcpy, "cuMemcpy");
 }
 
 static CUmemAllocationProp prop_for(int dev)
@@ -264,13 +270,33 @@ static CUresult create(CUmemGenericAllocationHandle *h, size_t size, int dev)
 	return cu.create(h, size, &p, 0);
 }
 
-/*
- * Host view of device memory.  Volatile: two aliased mappings are distinct
- * addresses to the compiler, which may otherwise reorder across them.
- */
-static volatile unsigned char *host(CUdeviceptr va)
+/* One byte of device memory, read and written through the driver. */
+static unsigned char peek(CUdeviceptr va)
 {
-	return (volatile unsigned char *)(uintptr_t)va;
+	unsigned char c = 0xee;
+
+	OK(cu.dtoh(&c, va, 1));
+	return c;
+}
+
+static void poke(CUdeviceptr va, unsigned char c)
+{
+	OK(cu.htod(va, &c, 1));
+}
+
+/* Whether a host load at @va kills a child process with SIGSEGV. */
+static bool host_load_faults(CUdeviceptr va)
+{
+	int status = 0;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		signal(SIGSEGV, SIG_DFL);
+		_exit(*(volatile unsigned char *)(uintptr_t)va);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		return false;
+	return WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV;
 }
 
 /* Everything before cuInit, and the lookup rules. */
@@ -409,18 +435,32 @@ static void vmm_test(void)
 	memset(buf, 0, sizeof(buf));
 	OK(cu.dtoh(buf, va + GRAN - 32, sizeof(buf)));
 	CHECK(buf[0] == 1 && buf[63] == (unsigned char)(63 * 7 + 1));
-	CHECK(host(va)[0] == 0xab && host(va)[15] == 0xab && !host(va)[16]);
+	CHECK(peek(va) == 0xab && peek(va + 15) == 0xab && !peek(va + 16));
 	OK(cu.dtod(va + 100, va, 16));
-	CHECK(host(va)[100] == 0xab && host(va)[115] == 0xab);
+	CHECK(peek(va + 100) == 0xab && peek(va + 115) == 0xab);
+	/* Mapped, accessible to the device, yet not to the host. */
+	CHECK(host_load_faults(va));
+	CHECK(host_load_faults(va + GRAN + 5));
+	/* cuMemcpy takes device and host addresses alike (UVA). */
+	OK(cu.memcpy((CUdeviceptr)(uintptr_t)buf, va, 4));
+	CHECK(buf[0] == 0xab && buf[3] == 0xab);
+	buf[0] = 0x11;
+	OK(cu.memcpy(va + 200, (CUdeviceptr)(uintptr_t)buf, 1));
+	CHECK(peek(va + 200) == 0x11);
+	OK(cu.memcpy(va + 201, va + 200, 1));
+	CHECK(peek(va + 201) == 0x11);
+	VIOL(cu.memcpy((CUdeviceptr)(uintptr_t)buf, va + 2 * GRAN, 1),
+	     CUDA_ERROR_INVALID_VALUE);
 	VIOL(cu.dtoh(buf, va + 2 * GRAN - 8, 16), CUDA_ERROR_INVALID_VALUE);
 
 	/* Alias: the same handle at a second address shows the same bytes. */
 	OK(cu.map(va + 4 * GRAN, 2 * GRAN, 0, h, 0));
 	OK(set_access(va + 4 * GRAN, 2 * GRAN, 0,
 		      CU_MEM_ACCESS_FLAGS_PROT_READWRITE));
-	CHECK(host(va + 4 * GRAN)[0] == 0xab);
-	host(va + 4 * GRAN)[GRAN + 5] = 0x5a;
-	CHECK(host(va)[GRAN + 5] == 0x5a);
+	CHECK(peek(va + 4 * GRAN) == 0xab);
+	poke(va + 4 * GRAN + GRAN + 5, 0x5a);
+	CHECK(peek(va + GRAN + 5) == 0x5a);
+
 	CHECK(fc.live_mappings() == 2);
 
 	/* Unmap rules: no sub-range, no hole. */
@@ -433,11 +473,14 @@ static void vmm_test(void)
 	OK(cu.map(va + 2 * GRAN, 2 * GRAN, 0, h, 0));
 	OK(set_access(va + 2 * GRAN, 4 * GRAN, 0,
 		      CU_MEM_ACCESS_FLAGS_PROT_READ));
-	CHECK(host(va + 2 * GRAN)[0] == 0xab);
-	CHECK(host(va + 2 * GRAN)[GRAN + 5] == 0x5a);
+	CHECK(peek(va + 2 * GRAN) == 0xab);
+	CHECK(peek(va + 2 * GRAN + GRAN + 5) == 0x5a);
 	VIOL(cu.memset8(va + 2 * GRAN, 0, 1), CUDA_ERROR_INVALID_VALUE);
 	OK(cu.dtoh(buf, va + 2 * GRAN, 8));
 	CHECK(buf[0] == 0xab);
+	/* A copy across two mappings: the end of h, then its start. */
+	OK(cu.dtoh(buf, va + 4 * GRAN - 4, 8));
+	CHECK(buf[0] == 0 && buf[3] == 0 && buf[4] == 0xab && buf[7] == 0xab);
 
 	/* Two adjacent whole mappings unmap in one call. */
 	OK(cu.unmap(va + 2 * GRAN, 4 * GRAN));
@@ -459,7 +502,7 @@ static void vmm_test(void)
 	OK(create(&h2, 2 * GRAN, 0));
 	OK(cu.map(va, 2 * GRAN, 0, h2, 0));
 	OK(set_access(va, 2 * GRAN, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE));
-	CHECK(host(va)[0] == 0 && host(va)[GRAN + 5] == 0);
+	CHECK(peek(va) == 0 && peek(va + GRAN + 5) == 0);
 	OK(cu.unmap(va, 2 * GRAN));
 	OK(cu.mem_release(h2));
 
@@ -589,7 +632,7 @@ static void *worker(void *arg)
 			      CU_MEM_ACCESS_FLAGS_PROT_READWRITE));
 		OK(cu.memset8(va + (size_t)(i % 4) * GRAN, (unsigned char)i,
 			      4096));
-		CHECK(host(va + (size_t)(i % 4) * GRAN)[4095] ==
+		CHECK(peek(va + (size_t)(i % 4) * GRAN + 4095) ==
 		      (unsigned char)i);
 		OK(cu.mem_release(h));
 		OK(cu.unmap(va + (size_t)(i % 4) * GRAN, GRAN));
