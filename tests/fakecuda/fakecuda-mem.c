@@ -563,6 +563,8 @@ static CUresult mem_release(CUmemGenericAllocationHandle id)
 	CUresult err;
 
 	err = handle_get(id, &h);
+	if (err == CUDA_SUCCESS)
+		err = fc_capture_unsafe("cuMemRelease");
 	if (err != CUDA_SUCCESS)
 		return err;
 	h->released = true;
@@ -682,8 +684,11 @@ static CUresult mem_unmap(CUdeviceptr va, size_t size)
 	CUresult err;
 
 	err = whole_span(va, size, &first, &count);
+	if (err == CUDA_SUCCESS)
+		err = fc_capture_unsafe("cuMemUnmap");
 	if (err != CUDA_SUCCESS)
 		return err;
+	fc_work_unmap(va, size);
 	for (i = first; i < first + count; i++)
 		map_drop(map_of(fc_maps.v[i]));
 	fc_vec_remove(&fc_maps, first, count);
@@ -836,7 +841,7 @@ FC_API CUresult cuMemGetAllocationGranularity(
  * [va, va+n) is mapped without a hole and the current context's device
  * may read it (@write: and write it).  n is not 0.
  */
-static CUresult dev_range_check(uint64_t va, size_t n, bool write, int dev)
+CUresult fc_dev_range_check(uint64_t va, size_t n, bool write, int dev)
 {
 	unsigned char need = write ? FC_RW : FC_RO;
 	size_t first = 0, count = 0, i;
@@ -878,9 +883,11 @@ static CUresult copy_check(uint64_t dst, uint64_t src, const void *host,
 		return fc_viol(CUDA_ERROR_INVALID_VALUE,
 			       "host pointer is NULL");
 	if (dst)
-		err = dev_range_check(dst, n, true, dev);
+		err = fc_dev_range_check(dst, n, true, dev);
 	if (err == CUDA_SUCCESS && src)
-		err = dev_range_check(src, n, false, dev);
+		err = fc_dev_range_check(src, n, false, dev);
+	if (err == CUDA_SUCCESS)
+		err = fc_work_sync_copy(dst, src, n);
 	return err;
 }
 
