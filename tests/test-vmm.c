@@ -217,10 +217,15 @@ static void test_pool_reuse_and_trim(void **state)
 	vmm_get_stats(f->s, &st);
 	assert_int_equal(st.chunks_live, 0);
 	assert_int_equal(st.phys_bytes, 0);
-	/* a recreated chunk starts zeroed: the pages really went back */
+	/*
+	 * A recreated chunk starts zeroed: the pages really went back.  Only
+	 * the host backend and the fake promise zeros; a real driver's
+	 * cuMemCreate does not.
+	 */
 	assert_int_equal(vmm_map(f->s, va_at(f, 0), f->chunk), 0);
 	assert_int_equal(fx_peek(backend, &w, va_at(f, 0), 8), 0);
-	assert_int_equal(w, 0);
+	if (strcmp(backend, "cuda") || fx_fake())
+		assert_int_equal(w, 0);
 }
 
 /* Expect @err from a call and nothing changed in the stats or driver. */
