@@ -27,6 +27,8 @@
 #include <stalloc/stalloc.h>
 #include <stalloc/trace.h>
 
+#include "tests/vmm-fixture.h"
+
 /* One event: op 'a' (alloc @idx of @size), 'f' (free @idx), 'm' (@label). */
 struct rb_ev {
 	char op;
@@ -227,26 +229,45 @@ static inline uint64_t rb_seed(const void *p, uint64_t tag)
 	return (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ULL ^ tag;
 }
 
-/* A word at each end of the block (memcpy: the end may be unaligned). */
-static inline void rb_stamp(void *p, size_t n, uint64_t seed)
+/*
+ * A word at each end of the block (the end may be unaligned), written and
+ * read through the fixture: the block is device memory on the cuda backend
+ * (STALLOC_BACKEND).
+ */
+static inline void rb_stamp_on(int dev, void *p, size_t n, uint64_t seed)
 {
+	const char *be = fx_env_backend();
 	uint64_t inv = ~seed;
 
 	if (n < 16)
 		return;
-	memcpy(p, &seed, 8);
-	memcpy((char *)p + n - 8, &inv, 8);
+	fx_poke_on(be, dev, (uintptr_t)p, &seed, 8);
+	fx_poke_on(be, dev, (uintptr_t)p + n - 8, &inv, 8);
+}
+
+static inline bool rb_stamp_ok_on(int dev, const void *p, size_t n,
+				  uint64_t seed)
+{
+	const char *be = fx_env_backend();
+	uint64_t a = 0, b = 0;
+
+	if (n < 16)
+		return true;
+	if (fx_peek_on(be, dev, &a, (uintptr_t)p, 8) ||
+	    fx_peek_on(be, dev, &b, (uintptr_t)p + n - 8, 8))
+		return false;
+	return a == seed && b == ~seed;
+}
+
+/* The same for a block of device 0. */
+static inline void rb_stamp(void *p, size_t n, uint64_t seed)
+{
+	rb_stamp_on(0, p, n, seed);
 }
 
 static inline bool rb_stamp_ok(const void *p, size_t n, uint64_t seed)
 {
-	uint64_t a, b;
-
-	if (n < 16)
-		return true;
-	memcpy(&a, p, 8);
-	memcpy(&b, (const char *)p + n - 8, 8);
-	return a == seed && b == ~seed;
+	return rb_stamp_ok_on(0, p, n, seed);
 }
 
 /* ------------------------------------------------------------- replay */
@@ -301,14 +322,15 @@ static inline int rb_replay(const struct rb_trace *t, int device,
 					i, p, (unsigned long long)e->size);
 				break; /* left alone: it may hold another's */
 			}
-			rb_stamp(p, e->size, rb_seed(p, e->idx));
+			rb_stamp_on(device, p, e->size, rb_seed(p, e->idx));
 			k->p = p;
 			k->n = e->size;
 			break;
 		case 'f':
 			if (!k->p)
 				break;
-			if (!rb_stamp_ok(k->p, k->n, rb_seed(k->p, e->idx)))
+			if (!rb_stamp_ok_on(device, k->p, k->n,
+					    rb_seed(k->p, e->idx)))
 				r->corrupt++;
 			rb_iset_del(&live, (uintptr_t)k->p);
 			stalloc_free(k->p, k->n, device, NULL);
@@ -321,7 +343,7 @@ static inline int rb_replay(const struct rb_trace *t, int device,
 	for (i = 0; i < t->nr_allocs; i++) {
 		if (!b[i].p)
 			continue;
-		if (!rb_stamp_ok(b[i].p, b[i].n, rb_seed(b[i].p, i)))
+		if (!rb_stamp_ok_on(device, b[i].p, b[i].n, rb_seed(b[i].p, i)))
 			r->corrupt++;
 		stalloc_free(b[i].p, b[i].n, device, NULL);
 	}

@@ -2,10 +2,12 @@
 /*
  * tests/test-mapper.c - the runtime's public entry points (off and trace)
  *
- * Runs on the host backend, and with "cuda" as argument on the fake driver
- * (where the stream rule is checked: reuse of a block on another stream
- * waits for the stream that freed it; same-stream reuse does not).  Every
- * test ends with stalloc_shutdown(), so each starts from nothing.
+ * Runs on the host backend, and with "cuda" as argument on the driver
+ * STALLOC_LIBCUDA names (the fake one: where the stream rule is checked:
+ * reuse of a block on another stream waits for the stream that freed it;
+ * same-stream reuse does not) or on libcuda.so.1.  Blocks are stamped and
+ * checked through the fixture's copies, never through host pointers.
+ * Every test ends with stalloc_shutdown(), so each starts from nothing.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -203,11 +205,17 @@ static void test_high_water(void **state)
 static void test_oom(void **state)
 {
 	enum stalloc_log_level old = stalloc_set_log_level(STALLOC_LOG_NONE);
+	uint64_t dev_bytes = fx_device_bytes(fx_env_backend());
 	struct stalloc_stats st;
 	void *p, *q;
 
 	(void)state;
-	stalloc_memory_fraction(0.25, 0); /* 256 MiB of the 1 GiB device */
+	/*
+	 * 256 MiB of the device: a quarter of the 1 GiB the host backend and
+	 * the fake driver are given, a sliver of a real GPU.
+	 */
+	assert_true(dev_bytes >= 512 * MB);
+	stalloc_memory_fraction((double)(256 * MB) / (double)dev_bytes, 0);
 	p = stalloc_malloc(200 * MB, 0, NULL);
 	assert_non_null(p);
 	assert_null(stalloc_malloc(100 * MB, 0, NULL));

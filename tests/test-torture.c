@@ -105,7 +105,7 @@ static void take(struct worker *w, struct tblk *k, uint64_t size, int dev,
 	k->n = size;
 	k->dev = dev;
 	k->seed = rb_seed(p, tag);
-	rb_stamp(p, size, k->seed);
+	rb_stamp_on(dev, p, size, k->seed);
 }
 
 static void give(struct worker *w, struct tblk *k)
@@ -113,7 +113,7 @@ static void give(struct worker *w, struct tblk *k)
 	if (!k->p)
 		return;
 	w->ops++;
-	if (!rb_stamp_ok(k->p, k->n, k->seed))
+	if (!rb_stamp_ok_on(k->dev, k->p, k->n, k->seed))
 		w->corrupt++;
 	rb_iset_del(&w->live[k->dev], (uintptr_t)k->p);
 	/* the size is optional in the ABI: give it half of the time */

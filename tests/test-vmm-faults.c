@@ -56,7 +56,8 @@ static void check_data(struct scen *sc, unsigned int first, unsigned int n,
 		uint64_t va = sc->base + i * sc->chunk;
 
 		if (vmm_is_mapped(sc->s, va, sc->chunk))
-			assert_true(fx_check(va, sc->chunk, seed + i - first));
+			assert_true(fx_check("cuda", va, sc->chunk,
+					     seed + i - first));
 	}
 }
 
@@ -66,7 +67,8 @@ static void fill(struct scen *sc, unsigned int first, unsigned int n,
 	unsigned int i;
 
 	for (i = first; i < first + n; i++)
-		fx_fill(sc->base + i * sc->chunk, sc->chunk, seed + i - first);
+		assert_true(fx_fill("cuda", sc->base + i * sc->chunk, sc->chunk,
+				    seed + i - first));
 }
 
 #define VA(sc, slot) ((sc)->base + (uint64_t)(slot) * (sc)->chunk)

@@ -7,8 +7,10 @@
  * "dynamic region", write through them, grow the dynamic region by moving
  * its pages rather than copying them, alias a chunk, print the mapping
  * table and the counters, give the memory back.  Later subsystems replace
- * this demo with planned replays of real training traces.
+ * this demo with planned replays of real training traces.  Device memory
+ * is written and read with the driver's copies (tests/vmm-fixture.h).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -76,15 +78,18 @@ int main(void)
 	dyn = base + (1ULL << 30);
 	check(vmm_map(s, pool, 64 * c));
 	check(vmm_map(s, dyn, 8 * c));
-	fx_fill(dyn, 8 * c, 2026);
+	if (!fx_fill(vmm_backend_name(s), dyn, 8 * c, 2026))
+		check(-EIO);
 	show(s, "1. static pool (64 chunks) and dynamic region (8 chunks):");
 
 	/* Grow the dynamic region: move its pages up, map more after them. */
 	check(vmm_remap(s, dyn, dyn + (512ULL << 20), 8 * c, 0));
 	check(vmm_map(s, dyn + (512ULL << 20) + 8 * c, 8 * c));
 	printf("\n2. dynamic region moved by remapping, contents %s\n",
-	       fx_check(dyn + (512ULL << 20), 8 * c, 2026) ? "intact" :
-							     "CORRUPTED");
+	       fx_check(vmm_backend_name(s), dyn + (512ULL << 20), 8 * c,
+			2026) ?
+		       "intact" :
+		       "CORRUPTED");
 	show(s, "   after growing it by 8 chunks:");
 
 	check(vmm_alias(s, pool, base + (3ULL << 30), c));

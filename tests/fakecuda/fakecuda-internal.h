@@ -27,6 +27,13 @@
 #define fc_container_of(ptr, type, member) \
 	((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
+/* cuda.h declares this older entry point for internal builds only. */
+CUresult CUDAAPI cuStreamGetCaptureInfo_v2(CUstream h,
+					   CUstreamCaptureStatus *status,
+					   cuuint64_t *id, CUgraph *graph,
+					   const CUgraphNode **deps,
+					   size_t *ndeps);
+
 /* Call kind flags: no cuInit needed, never fails on purpose, not "total". */
 #define FC_F_NOINIT 0x1
 #define FC_F_NOFAULT 0x2
@@ -76,7 +83,15 @@
 	X(cuMemsetD8, 0)                               \
 	X(cuMemcpyHtoD, 0)                             \
 	X(cuMemcpyDtoH, 0)                             \
-	X(cuMemcpyDtoD, 0)
+	X(cuMemcpyDtoD, 0)                             \
+	X(cuMemcpy, 0)                                 \
+	X(cuStreamBeginCapture, 0)                     \
+	X(cuStreamEndCapture, 0)                       \
+	X(cuStreamIsCapturing, 0)                      \
+	X(cuStreamGetCaptureInfo, 0)                   \
+	X(cuGraphDestroy, 0)                           \
+	X(cuThreadExchangeStreamCaptureMode, 0)        \
+	X(fakecuda_launch, FC_F_NOTOTAL | FC_F_NOFAULT)
 
 #define FC_CALL_ENUM(name, flags) FC_##name,
 enum fc_call { FC_CALLS(FC_CALL_ENUM) FC_NCALLS };
@@ -147,5 +162,13 @@ static inline bool fc_peer_can(int dev, int owner)
 
 /* fakecuda-ctx.c: device of the usable current context, or an error. */
 CUresult fc_ctx_current_dev(int *dev);
+/* fakecuda-ctx.c: a potentially unsafe call under the capture rules. */
+CUresult fc_capture_unsafe(const char *what);
+/* fakecuda-ctx.c: [va, va+size) is being unmapped (pending work check). */
+void fc_work_unmap(uint64_t va, uint64_t size);
+/* fakecuda-ctx.c: a synchronous copy, work on the legacy stream. */
+CUresult fc_work_sync_copy(uint64_t dst, uint64_t src, size_t n);
+/* fakecuda-mem.c: [va, va+n) is mapped and @dev may read (and write) it. */
+CUresult fc_dev_range_check(uint64_t va, size_t n, bool write, int dev);
 
 #endif /* FAKECUDA_INTERNAL_H */

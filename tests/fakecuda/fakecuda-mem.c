@@ -10,10 +10,13 @@
  * memory: only the sum of live handles is limited, to fc_cfg.mem.  A freed
  * extent's pages are punched out, so a new handle always reads zeros.
  *
- * Reservations are PROT_NONE anonymous mappings aligned as asked.  cuMemMap
- * replaces part of one with a MAP_SHARED view of the handle's extent
- * (inaccessible until cuMemSetAccess); cuMemUnmap puts the PROT_NONE
- * anonymous mapping back, so the reservation stays reserved.
+ * Device memory is not host memory: reservations are PROT_NONE anonymous
+ * mappings aligned as asked, and stay PROT_NONE whatever is mapped in them,
+ * so a host load or store at a device address faults as it would on a real
+ * GPU.  Each handle has a private alias, a MAP_SHARED view of its extent
+ * that only the fake touches; cuMemMap and cuMemSetAccess only record the
+ * mapping and its rights, and the copy and set calls reach the bytes
+ * through the alias of the handle mapped at each address.
  *
  * Invariants: every mapping lies inside one reservation and overlaps no
  * other mapping; a handle lives (in fc_handles, its bytes counted in its
@@ -58,6 +61,7 @@ struct fc_handle {
 	int dev;
 	off_t off;
 	size_t size;
+	unsigned char *alias; /* the fake's own view of the extent */
 	unsigned long nmaps;
 	bool released; /* by the caller; freed at nmaps 0 */
 	bool rdma; /* prop->allocFlags.gpuDirectRDMACapable */
@@ -508,6 +512,10 @@ static CUresult mem_create(CUmemGenericAllocationHandle *out, size_t size,
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	if (pool_alloc(pool, size, &h->off))
 		goto err_free;
+	h->alias = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED,
+			pool->fd, h->off);
+	if (h->alias == MAP_FAILED)
+		goto err_extent;
 	h->o.key = FC_HANDLE_TAG | ++fc_handle_seq;
 	h->dev = prop->location.id;
 	h->size = size;
@@ -516,12 +524,14 @@ static CUresult mem_create(CUmemGenericAllocationHandle *out, size_t size,
 	if (fc_ctx_current_dev(&h->ctx_dev) != CUDA_SUCCESS)
 		h->ctx_dev = -1;
 	if (fc_vec_insert(&fc_handles, &h->o))
-		goto err_extent;
+		goto err_unmap;
 	pool->used += size;
 	fc_nlive_handles++;
 	*out = h->o.key;
 	return CUDA_SUCCESS;
 
+err_unmap:
+	munmap(h->alias, size);
 err_extent:
 	pool_free(pool, h->off, size);
 err_free:
@@ -547,6 +557,7 @@ static void handle_free(struct fc_handle *h)
 {
 	struct fc_pool *pool = &fc_pools[h->dev];
 
+	munmap(h->alias, h->size);
 	pool_free(pool, h->off, h->size);
 	pool->used -= h->size;
 	fc_vec_remove_key(&fc_handles, h->o.key);
@@ -559,6 +570,8 @@ static CUresult mem_release(CUmemGenericAllocationHandle id)
 	CUresult err;
 
 	err = handle_get(id, &h);
+	if (err == CUDA_SUCCESS)
+		err = fc_capture_unsafe("cuMemRelease");
 	if (err != CUDA_SUCCESS)
 		return err;
 	h->released = true;
@@ -617,7 +630,6 @@ static CUresult mem_map(CUdeviceptr va, size_t size, size_t offset,
 	struct fc_handle *h = NULL;
 	struct fc_map *m;
 	CUresult err;
-	void *p;
 
 	err = handle_get(id, &h);
 	if (err == CUDA_SUCCESS)
@@ -630,20 +642,12 @@ static CUresult mem_map(CUdeviceptr va, size_t size, size_t offset,
 	m->o.key = va;
 	m->size = size;
 	m->h = h;
-	if (fc_vec_insert(&fc_maps, &m->o))
-		goto err_free;
-	p = mmap(va_ptr(va), size, PROT_NONE, MAP_SHARED | MAP_FIXED,
-		 fc_pools[h->dev].fd, h->off);
-	if (p == MAP_FAILED)
-		goto err_remove;
+	if (fc_vec_insert(&fc_maps, &m->o)) {
+		free(m);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
 	h->nmaps++;
 	return CUDA_SUCCESS;
-
-err_remove:
-	fc_vec_remove_key(&fc_maps, va);
-err_free:
-	free(m);
-	return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 FC_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
@@ -683,16 +687,15 @@ static void map_drop(struct fc_map *m)
 
 static CUresult mem_unmap(CUdeviceptr va, size_t size)
 {
-	const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
-			  MAP_NORESERVE;
 	size_t first = 0, count = 0, i;
 	CUresult err;
 
 	err = whole_span(va, size, &first, &count);
+	if (err == CUDA_SUCCESS)
+		err = fc_capture_unsafe("cuMemUnmap");
 	if (err != CUDA_SUCCESS)
 		return err;
-	if (mmap(va_ptr(va), size, PROT_NONE, flags, -1, 0) == MAP_FAILED)
-		return CUDA_ERROR_UNKNOWN;
+	fc_work_unmap(va, size);
 	for (i = first; i < first + count; i++)
 		map_drop(map_of(fc_maps.v[i]));
 	fc_vec_remove(&fc_maps, first, count);
@@ -743,20 +746,6 @@ static CUresult desc_check(const CUmemAccessDesc *desc, size_t count)
 	return CUDA_SUCCESS;
 }
 
-/* Host protection giving every device the access it was granted. */
-static int map_prot(const struct fc_map *m)
-{
-	int d, prot = PROT_NONE;
-
-	for (d = 0; d < FC_MAX_DEV; d++) {
-		if (m->access[d] & FC_RO)
-			prot |= PROT_READ;
-		if (m->access[d] == FC_RW)
-			prot |= PROT_WRITE;
-	}
-	return prot;
-}
-
 static CUresult mem_set_access(CUdeviceptr va, size_t size,
 			       const CUmemAccessDesc *desc, size_t count)
 {
@@ -780,8 +769,6 @@ static CUresult mem_set_access(CUdeviceptr va, size_t size,
 		for (j = 0; j < count; j++)
 			m->access[desc[j].location.id] =
 				(unsigned char)desc[j].flags;
-		if (mprotect(va_ptr(m->o.key), m->size, map_prot(m)))
-			return CUDA_ERROR_UNKNOWN;
 	}
 	return CUDA_SUCCESS;
 }
@@ -867,7 +854,7 @@ FC_API CUresult cuMemGetAllocationGranularity(
  * [va, va+n) is mapped without a hole and the current context's device
  * may read it (@write: and write it).  n is not 0.
  */
-static CUresult dev_range_check(uint64_t va, size_t n, bool write, int dev)
+CUresult fc_dev_range_check(uint64_t va, size_t n, bool write, int dev)
 {
 	unsigned char need = write ? FC_RW : FC_RO;
 	size_t first = 0, count = 0, i;
@@ -909,10 +896,58 @@ static CUresult copy_check(uint64_t dst, uint64_t src, const void *host,
 		return fc_viol(CUDA_ERROR_INVALID_VALUE,
 			       "host pointer is NULL");
 	if (dst)
-		err = dev_range_check(dst, n, true, dev);
+		err = fc_dev_range_check(dst, n, true, dev);
 	if (err == CUDA_SUCCESS && src)
-		err = dev_range_check(src, n, false, dev);
+		err = fc_dev_range_check(src, n, false, dev);
+	if (err == CUDA_SUCCESS)
+		err = fc_work_sync_copy(dst, src, n);
 	return err;
+}
+
+enum fc_xfer { FC_TO_DEV, FC_FROM_DEV, FC_SET };
+
+/*
+ * Move @n bytes between the checked device range at @va and @buf (or set
+ * them to *@buf with FC_SET), one mapping at a time, through the aliases.
+ */
+static void dev_xfer(uint64_t va, unsigned char *buf, size_t n,
+		     enum fc_xfer how)
+{
+	while (n) {
+		size_t i = 0, len;
+		struct fc_map *m;
+		unsigned char *at;
+
+		map_index(va, &i);
+		m = map_of(fc_maps.v[i]);
+		at = m->h->alias + (va - m->o.key);
+		len = m->o.key + m->size - va;
+		if (len > n)
+			len = n;
+		if (how == FC_TO_DEV)
+			memcpy(at, buf, len);
+		else if (how == FC_FROM_DEV)
+			memcpy(buf, at, len);
+		else
+			memset(at, *buf, len);
+		va += len;
+		n -= len;
+		if (how != FC_SET)
+			buf += len;
+	}
+}
+
+/* Device to device through a bounce buffer: the ranges may overlap. */
+static CUresult dev_copy(uint64_t dst, uint64_t src, size_t n)
+{
+	unsigned char *tmp = malloc(n);
+
+	if (!tmp)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	dev_xfer(src, tmp, n, FC_FROM_DEV);
+	dev_xfer(dst, tmp, n, FC_TO_DEV);
+	free(tmp);
+	return CUDA_SUCCESS;
 }
 
 FC_API CUresult cuMemsetD8(CUdeviceptr dst, unsigned char uc, size_t n)
@@ -924,7 +959,7 @@ FC_API CUresult cuMemsetD8(CUdeviceptr dst, unsigned char uc, size_t n)
 	if (err == CUDA_SUCCESS)
 		err = copy_check(dst, 0, NULL, false, n);
 	if (err == CUDA_SUCCESS && n)
-		memset(va_ptr(dst), uc, n);
+		dev_xfer(dst, &uc, n, FC_SET);
 	return fc_leave(err);
 }
 
@@ -937,7 +972,7 @@ FC_API CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n)
 	if (err == CUDA_SUCCESS)
 		err = copy_check(dst, 0, src, true, n);
 	if (err == CUDA_SUCCESS && n)
-		memmove(va_ptr(dst), src, n);
+		dev_xfer(dst, (unsigned char *)(uintptr_t)src, n, FC_TO_DEV);
 	return fc_leave(err);
 }
 
@@ -950,7 +985,7 @@ FC_API CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n)
 	if (err == CUDA_SUCCESS)
 		err = copy_check(0, src, dst, true, n);
 	if (err == CUDA_SUCCESS && n)
-		memmove(dst, va_ptr(src), n);
+		dev_xfer(src, dst, n, FC_FROM_DEV);
 	return fc_leave(err);
 }
 
@@ -963,7 +998,43 @@ FC_API CUresult cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n)
 	if (err == CUDA_SUCCESS)
 		err = copy_check(dst, src, NULL, false, n);
 	if (err == CUDA_SUCCESS && n)
+		err = dev_copy(dst, src, n);
+	return fc_leave(err);
+}
+
+/* Unified addressing: an address inside a reservation is the device's. */
+static bool is_dev(uint64_t va)
+{
+	return va && res_holding(va, 1);
+}
+
+static CUresult mem_copy(uint64_t dst, uint64_t src, size_t n)
+{
+	bool ddev = is_dev(dst), sdev = is_dev(src);
+	CUresult err;
+
+	if (!dst || !src)
+		return fc_viol(CUDA_ERROR_INVALID_VALUE, "pointer is 0");
+	err = copy_check(ddev ? dst : 0, sdev ? src : 0, NULL, false, n);
+	if (err != CUDA_SUCCESS || !n)
+		return err;
+	if (ddev && sdev)
+		return dev_copy(dst, src, n);
+	if (ddev)
+		dev_xfer(dst, va_ptr(src), n, FC_TO_DEV);
+	else if (sdev)
+		dev_xfer(src, va_ptr(dst), n, FC_FROM_DEV);
+	else
 		memmove(va_ptr(dst), va_ptr(src), n);
+	return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	CUresult err = fc_enter(FC_cuMemcpy);
+
+	if (err == CUDA_SUCCESS)
+		err = mem_copy(dst, src, n);
 	return fc_leave(err);
 }
 

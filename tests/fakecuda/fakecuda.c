@@ -75,6 +75,7 @@ static unsigned long fc_ntotal;
 static unsigned long fc_nviol;
 static struct fc_rule fc_rules[FC_MAX_RULES];
 static CUresult fc_always[FC_NCALLS];
+static __thread bool fc_aside; /* this thread's calls are not counted */
 
 /* ------------------------------------------------------------------ */
 /* Sorted registries                                                   */
@@ -193,12 +194,14 @@ CUresult fc_enter(enum fc_call call)
 
 	fc_lock();
 	fc_cur = call;
-	fc_ncalls[call]++;
-	if (!(fc_call_info[call].flags & FC_F_NOTOTAL))
-		fc_ntotal++;
-	err = fc_fault(call);
-	if (err != CUDA_SUCCESS)
-		return err;
+	if (!fc_aside) {
+		fc_ncalls[call]++;
+		if (!(fc_call_info[call].flags & FC_F_NOTOTAL))
+			fc_ntotal++;
+		err = fc_fault(call);
+		if (err != CUDA_SUCCESS)
+			return err;
+	}
 	if (!fc_inited && !(fc_call_info[call].flags & FC_F_NOINIT))
 		return fc_viol(CUDA_ERROR_NOT_INITIALIZED,
 			       "called before cuInit");
@@ -352,6 +355,11 @@ FC_API void fakecuda_calls_reset(void)
 	memset(fc_ncalls, 0, sizeof(fc_ncalls));
 	fc_ntotal = 0;
 	fc_unlock();
+}
+
+FC_API void fakecuda_aside(int on)
+{
+	fc_aside = on;
 }
 
 FC_API unsigned long fakecuda_violations(void)
@@ -639,6 +647,23 @@ static const struct fc_errstr fc_errstrs[] = {
 	       "system has unsupported "
 	       "display driver / cuda driver combination"),
 	FC_ERR(CUDA_ERROR_TIMEOUT, "wait operation timed out"),
+	FC_ERR(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+	       "operation not permitted when stream is capturing"),
+	FC_ERR(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+	       "operation failed due to a previous error during capture"),
+	FC_ERR(CUDA_ERROR_STREAM_CAPTURE_MERGE,
+	       "operation would result in a merge of separate capture "
+	       "sequences"),
+	FC_ERR(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED,
+	       "capture was not ended in the same stream as it began"),
+	FC_ERR(CUDA_ERROR_STREAM_CAPTURE_ISOLATION,
+	       "dependency created on uncaptured work in another stream"),
+	FC_ERR(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+	       "operation would make the legacy stream depend on a capturing "
+	       "blocking stream"),
+	FC_ERR(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,
+	       "attempt to terminate a thread-local capture sequence from "
+	       "another thread"),
 	FC_ERR(CUDA_ERROR_UNKNOWN, "unknown error"),
 };
 #undef FC_ERR
@@ -739,7 +764,16 @@ FC_API CUresult cuGetErrorName(CUresult error, const char **str)
 	X(cuMemsetD8, 3020, cuMemsetD8)                                        \
 	X(cuMemcpyHtoD, 3020, cuMemcpyHtoD)                                    \
 	X(cuMemcpyDtoH, 3020, cuMemcpyDtoH)                                    \
-	X(cuMemcpyDtoD, 3020, cuMemcpyDtoD)
+	X(cuMemcpyDtoD, 3020, cuMemcpyDtoD)                                    \
+	X(cuMemcpy, 4000, cuMemcpy)                                            \
+	X(cuStreamBeginCapture, 10010, cuStreamBeginCapture_v2)                \
+	X(cuStreamEndCapture, 10000, cuStreamEndCapture)                       \
+	X(cuStreamIsCapturing, 10000, cuStreamIsCapturing)                     \
+	X(cuStreamGetCaptureInfo, 11030, cuStreamGetCaptureInfo_v2)            \
+	X(cuStreamGetCaptureInfo, 12030, cuStreamGetCaptureInfo_v3)            \
+	X(cuGraphDestroy, 10000, cuGraphDestroy)                               \
+	X(cuThreadExchangeStreamCaptureMode, 10010,                            \
+	  cuThreadExchangeStreamCaptureMode)
 
 #define FC_PROC_CHECK(sym, ver, fn)                                      \
 	_Static_assert(__builtin_types_compatible_p(__typeof__(&fn),     \

@@ -35,6 +35,12 @@
  * cuMemSetAccess granting a device that cannot access the memory's owner
  * fails with CUDA_ERROR_INVALID_DEVICE and changes nothing, like the driver
  * (it is not counted as a violation).
+ * Device memory is not host memory: the host faults (SIGSEGV) on a load or
+ * store at a device address, mapped or not, as on a real GPU.  Tests move
+ * bytes with cuMemcpyHtoD/DtoH/DtoD, cuMemcpy and cuMemsetD8, which need a
+ * current context and a range mapped without a hole with the context's
+ * device granted access (read for a source, read-write for a destination);
+ * anything else returns CUDA_ERROR_INVALID_VALUE and is a violation.
  *
  * Every rule violation is counted (fakecuda_violations()) and printed to
  * stderr as "fakecuda: violation: <call>: <what>".  An injected failure has
@@ -81,6 +87,14 @@ unsigned long fakecuda_live_events(void);
 unsigned long long fakecuda_phys_bytes(int dev);
 /* Number of rule violations detected (each also printed to stderr). */
 unsigned long fakecuda_violations(void);
+/*
+ * With @on nonzero, the calling thread's driver calls are set aside from
+ * the bookkeeping until it calls this again with 0: they are not counted
+ * (fakecuda_calls, fakecuda_calls_total) and never failed on purpose, but
+ * every rule still applies to them.  Test fixtures use it to read and
+ * write device memory without shifting a fault sweep or a call count.
+ */
+void fakecuda_aside(int on);
 
 /*
  * Hold @stream (a CUstream; NULL or CU_STREAM_LEGACY: the calling thread's
@@ -108,6 +122,67 @@ int fakecuda_access_flags(unsigned long long va, int dev);
  */
 int fakecuda_handle_props(unsigned long long va, int *rdma,
 			  unsigned int *handle_types, int *ctx_dev);
+/*
+ * Streams.  NULL and CU_STREAM_LEGACY are the legacy default stream of the
+ * current context, CU_STREAM_PER_THREAD the calling thread's per-thread
+ * default stream of it: distinct streams.  The legacy stream is ordered
+ * implicitly with every blocking stream of its context (and so is work on
+ * it with theirs); the per-thread one and streams made with cuStreamCreate
+ * are ordered with the legacy stream only (NON_BLOCKING ones not even).
+ * A destroyed stream or event: CUDA_ERROR_INVALID_HANDLE; one of a released
+ * context: CUDA_ERROR_CONTEXT_IS_DESTROYED; recording an event on a stream
+ * of another context: CUDA_ERROR_INVALID_HANDLE; all violations.
+ *
+ * Stream capture (cuStreamBeginCapture_v2, cuStreamEndCapture,
+ * cuStreamIsCapturing, cuStreamGetCaptureInfo _v2/_v3, cuGraphDestroy,
+ * cuThreadExchangeStreamCaptureMode) follows the driver's rules:
+ *   - Potentially unsafe calls (cuCtxSynchronize, cuStreamSynchronize,
+ *     cuEventSynchronize, cuMemUnmap, cuMemRelease) fail with
+ *     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED while the calling thread has a
+ *     capture not begun in RELAXED mode, or, if its mode
+ *     (cuThreadExchangeStreamCaptureMode, default GLOBAL) is GLOBAL, while
+ *     any thread has a GLOBAL capture;
+ *   - synchronising or querying a capturing stream, or querying or
+ *     synchronising an event recorded in a capture:
+ *     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+ *   - work on the legacy stream (records, waits, synchronous copies,
+ *     fakecuda_launch) while a blocking stream of its context captures:
+ *     CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+ *   - a capturing stream waiting for an event recorded outside the capture:
+ *     CUDA_ERROR_STREAM_CAPTURE_ISOLATION (of another capture:
+ *     CUDA_ERROR_STREAM_CAPTURE_MERGE).
+ * Each of these is a violation and invalidates the capture: its streams
+ * refuse further work with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED and
+ * cuStreamEndCapture returns that error and no graph.  Recording an event
+ * on a capturing stream captures it; a stream outside captures that waits
+ * for a captured event joins the capture.  Captured work does not run.
+ */
+/* Captures invalidated so far (each counted once). */
+unsigned long fakecuda_captures_invalidated(void);
+/* Graphs made by cuStreamEndCapture and not yet destroyed. */
+unsigned long fakecuda_live_graphs(void);
+
+/*
+ * Simulate a kernel on @stream (a CUstream, or NULL / CU_STREAM_LEGACY /
+ * CU_STREAM_PER_THREAD) that reads (@write 0) or writes (@write 1) the
+ * device range [@addr, @addr + @size).  The stream must belong to the
+ * current context (else CUDA_ERROR_INVALID_CONTEXT) and the range must be
+ * mapped with the device's access (else CUDA_ERROR_INVALID_VALUE).
+ * Ordering rule: every earlier access by another stream that conflicts
+ * (overlaps, and one of the two writes) and has not completed must be
+ * ordered before it: by cuStreamWaitEvent on an event recorded on that
+ * stream after the access, or implicitly (legacy vs blocking stream of one
+ * context).  Work on a stream not held (fakecuda_stream_hold) completes at
+ * once, so anything after it is ordered; a held stream's accesses stay
+ * pending until its work completes.  An unordered access is a violation
+ * (the launch still happens and returns 0).  Synchronous copies are checked
+ * the same way, as work on the legacy stream.  Unmapping memory that
+ * pending work accesses is a violation too.  On a capturing stream only
+ * the range is checked: captured work does not run.
+ * Returns 0 or the CUresult of the failure.
+ */
+int fakecuda_launch(void *stream, unsigned long long addr,
+		    unsigned long long size, int write);
 
 #ifdef __cplusplus
 }

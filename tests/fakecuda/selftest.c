@@ -20,10 +20,14 @@
 #endif
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -92,6 +96,9 @@ static struct {
 	unsigned long long (*phys_bytes)(int);
 	unsigned long (*violations)(void);
 	int (*stream_hold)(void *, int);
+	unsigned long (*captures_invalidated)(void);
+	unsigned long (*live_graphs)(void);
+	int (*launch)(void *, unsigned long long, unsigned long long, int);
 } fc;
 
 /* Driver, from cuGetProcAddress_v2 at the CUDA 12.0 ABI. */
@@ -137,6 +144,13 @@ static struct {
 	PFN_cuMemcpyHtoD_v3020 htod;
 	PFN_cuMemcpyDtoH_v3020 dtoh;
 	PFN_cuMemcpyDtoD_v3020 dtod;
+	PFN_cuMemcpy_v4000 memcpy;
+	PFN_cuStreamBeginCapture_v10010 begin_capture;
+	PFN_cuStreamEndCapture_v10000 end_capture;
+	PFN_cuStreamIsCapturing_v10000 is_capturing;
+	PFN_cuStreamGetCaptureInfo_v11030 capture_info;
+	PFN_cuGraphDestroy_v10000 graph_destroy;
+	PFN_cuThreadExchangeStreamCaptureMode_v10010 exchange_mode;
 } cu;
 
 static void *sym(void *lib, const char *name)
@@ -170,6 +184,9 @@ static void load_control(void *lib)
 	SYM(phys_bytes, "fakecuda_phys_bytes");
 	SYM(violations, "fakecuda_violations");
 	SYM(stream_hold, "fakecuda_stream_hold");
+	SYM(captures_invalidated, "fakecuda_captures_invalidated");
+	SYM(live_graphs, "fakecuda_live_graphs");
+	SYM(launch, "fakecuda_launch");
 	*(void **)&getproc = sym(lib, "cuGetProcAddress_v2");
 }
 
@@ -232,6 +249,13 @@ static void load_driver(void)
 	PROC(htod, "cuMemcpyHtoD");
 	PROC(dtoh, "cuMemcpyDtoH");
 	PROC(dtod, "cuMemcpyDtoD");
+	PROC(memcpy, "cuMemcpy");
+	PROC(begin_capture, "cuStreamBeginCapture");
+	PROC(end_capture, "cuStreamEndCapture");
+	PROC(is_capturing, "cuStreamIsCapturing");
+	PROC(capture_info, "cuStreamGetCaptureInfo");
+	PROC(graph_destroy, "cuGraphDestroy");
+	PROC(exchange_mode, "cuThreadExchangeStreamCaptureMode");
 }
 
 static CUmemAllocationProp prop_for(int dev)
@@ -264,13 +288,33 @@ static CUresult create(CUmemGenericAllocationHandle *h, size_t size, int dev)
 	return cu.create(h, size, &p, 0);
 }
 
-/*
- * Host view of device memory.  Volatile: two aliased mappings are distinct
- * addresses to the compiler, which may otherwise reorder across them.
- */
-static volatile unsigned char *host(CUdeviceptr va)
+/* One byte of device memory, read and written through the driver. */
+static unsigned char peek(CUdeviceptr va)
 {
-	return (volatile unsigned char *)(uintptr_t)va;
+	unsigned char c = 0xee;
+
+	OK(cu.dtoh(&c, va, 1));
+	return c;
+}
+
+static void poke(CUdeviceptr va, unsigned char c)
+{
+	OK(cu.htod(va, &c, 1));
+}
+
+/* Whether a host load at @va kills a child process with SIGSEGV. */
+static bool host_load_faults(CUdeviceptr va)
+{
+	int status = 0;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		signal(SIGSEGV, SIG_DFL);
+		_exit(*(volatile unsigned char *)(uintptr_t)va);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		return false;
+	return WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV;
 }
 
 /* Everything before cuInit, and the lookup rules. */
@@ -409,18 +453,32 @@ static void vmm_test(void)
 	memset(buf, 0, sizeof(buf));
 	OK(cu.dtoh(buf, va + GRAN - 32, sizeof(buf)));
 	CHECK(buf[0] == 1 && buf[63] == (unsigned char)(63 * 7 + 1));
-	CHECK(host(va)[0] == 0xab && host(va)[15] == 0xab && !host(va)[16]);
+	CHECK(peek(va) == 0xab && peek(va + 15) == 0xab && !peek(va + 16));
 	OK(cu.dtod(va + 100, va, 16));
-	CHECK(host(va)[100] == 0xab && host(va)[115] == 0xab);
+	CHECK(peek(va + 100) == 0xab && peek(va + 115) == 0xab);
+	/* Mapped, accessible to the device, yet not to the host. */
+	CHECK(host_load_faults(va));
+	CHECK(host_load_faults(va + GRAN + 5));
+	/* cuMemcpy takes device and host addresses alike (UVA). */
+	OK(cu.memcpy((CUdeviceptr)(uintptr_t)buf, va, 4));
+	CHECK(buf[0] == 0xab && buf[3] == 0xab);
+	buf[0] = 0x11;
+	OK(cu.memcpy(va + 200, (CUdeviceptr)(uintptr_t)buf, 1));
+	CHECK(peek(va + 200) == 0x11);
+	OK(cu.memcpy(va + 201, va + 200, 1));
+	CHECK(peek(va + 201) == 0x11);
+	VIOL(cu.memcpy((CUdeviceptr)(uintptr_t)buf, va + 2 * GRAN, 1),
+	     CUDA_ERROR_INVALID_VALUE);
 	VIOL(cu.dtoh(buf, va + 2 * GRAN - 8, 16), CUDA_ERROR_INVALID_VALUE);
 
 	/* Alias: the same handle at a second address shows the same bytes. */
 	OK(cu.map(va + 4 * GRAN, 2 * GRAN, 0, h, 0));
 	OK(set_access(va + 4 * GRAN, 2 * GRAN, 0,
 		      CU_MEM_ACCESS_FLAGS_PROT_READWRITE));
-	CHECK(host(va + 4 * GRAN)[0] == 0xab);
-	host(va + 4 * GRAN)[GRAN + 5] = 0x5a;
-	CHECK(host(va)[GRAN + 5] == 0x5a);
+	CHECK(peek(va + 4 * GRAN) == 0xab);
+	poke(va + 4 * GRAN + GRAN + 5, 0x5a);
+	CHECK(peek(va + GRAN + 5) == 0x5a);
+
 	CHECK(fc.live_mappings() == 2);
 
 	/* Unmap rules: no sub-range, no hole. */
@@ -433,11 +491,14 @@ static void vmm_test(void)
 	OK(cu.map(va + 2 * GRAN, 2 * GRAN, 0, h, 0));
 	OK(set_access(va + 2 * GRAN, 4 * GRAN, 0,
 		      CU_MEM_ACCESS_FLAGS_PROT_READ));
-	CHECK(host(va + 2 * GRAN)[0] == 0xab);
-	CHECK(host(va + 2 * GRAN)[GRAN + 5] == 0x5a);
+	CHECK(peek(va + 2 * GRAN) == 0xab);
+	CHECK(peek(va + 2 * GRAN + GRAN + 5) == 0x5a);
 	VIOL(cu.memset8(va + 2 * GRAN, 0, 1), CUDA_ERROR_INVALID_VALUE);
 	OK(cu.dtoh(buf, va + 2 * GRAN, 8));
 	CHECK(buf[0] == 0xab);
+	/* A copy across two mappings: the end of h, then its start. */
+	OK(cu.dtoh(buf, va + 4 * GRAN - 4, 8));
+	CHECK(buf[0] == 0 && buf[3] == 0 && buf[4] == 0xab && buf[7] == 0xab);
 
 	/* Two adjacent whole mappings unmap in one call. */
 	OK(cu.unmap(va + 2 * GRAN, 4 * GRAN));
@@ -459,7 +520,7 @@ static void vmm_test(void)
 	OK(create(&h2, 2 * GRAN, 0));
 	OK(cu.map(va, 2 * GRAN, 0, h2, 0));
 	OK(set_access(va, 2 * GRAN, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE));
-	CHECK(host(va)[0] == 0 && host(va)[GRAN + 5] == 0);
+	CHECK(peek(va) == 0 && peek(va + GRAN + 5) == 0);
 	OK(cu.unmap(va, 2 * GRAN));
 	OK(cu.mem_release(h2));
 
@@ -572,6 +633,394 @@ static void stream_test(void)
 	CHECK(fc.live_streams() == 0 && fc.live_events() == 0);
 }
 
+/* A control call that must (or must not) add exactly one violation. */
+#define ONE_VIOL(call)                              \
+	do {                                        \
+		unsigned long v_ = fc.violations(); \
+		expected_viol++;                    \
+		CHECK((call) == 0);                 \
+		CHECK(fc.violations() == v_ + 1);   \
+	} while (0)
+#define NO_VIOL(call)                               \
+	do {                                        \
+		unsigned long v_ = fc.violations(); \
+		CHECK((call) == 0);                 \
+		CHECK(fc.violations() == v_);       \
+	} while (0)
+
+/* A chunk of device memory for the tests below, readable and writable. */
+struct chunk {
+	CUdeviceptr va;
+	CUmemGenericAllocationHandle h;
+};
+
+static void chunk_get(struct chunk *c)
+{
+	OK(cu.reserve(&c->va, 2 * GRAN, 0, 0, 0));
+	OK(create(&c->h, 2 * GRAN, 0));
+	OK(cu.map(c->va, 2 * GRAN, 0, c->h, 0));
+	OK(set_access(c->va, 2 * GRAN, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE));
+}
+
+static void chunk_put(struct chunk *c)
+{
+	OK(cu.unmap(c->va, 2 * GRAN));
+	OK(cu.mem_release(c->h));
+	OK(cu.addr_free(c->va, 2 * GRAN));
+}
+
+/* End the capture on @s, which must have been invalidated. */
+static void end_invalidated(CUstream s)
+{
+	CUgraph g = (CUgraph)(uintptr_t)1;
+
+	CHECK_RC(cu.end_capture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+	CHECK(g == NULL);
+}
+
+/* Every potentially unsafe call fails under a global capture. */
+static void capture_unsafe_test(CUstream s, CUstream t, CUevent ev)
+{
+	unsigned long inv;
+	struct chunk c;
+	int k;
+
+	chunk_get(&c);
+	for (k = 0; k < 5; k++) {
+		inv = fc.captures_invalidated();
+		OK(cu.begin_capture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+		switch (k) {
+		case 0:
+			VIOL(cu.ctx_sync(),
+			     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+			break;
+		case 1:
+			VIOL(cu.stream_sync(t),
+			     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+			break;
+		case 2:
+			VIOL(cu.event_sync(ev),
+			     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+			break;
+		case 3:
+			VIOL(cu.unmap(c.va, 2 * GRAN),
+			     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+			break;
+		default:
+			VIOL(cu.mem_release(c.h),
+			     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+			break;
+		}
+		CHECK(fc.captures_invalidated() == inv + 1);
+		/* the invalidated capture refuses further work */
+		CHECK_RC(cu.event_record(ev, s),
+			 CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+		end_invalidated(s);
+	}
+	CHECK(fc.live_mappings() == 1 && fc.live_handles() == 1);
+	chunk_put(&c);
+}
+
+/* A capture begun (and later ended) by another thread. */
+struct capturer {
+	CUcontext ctx;
+	CUstream s;
+	CUstreamCaptureMode mode;
+	bool invalidated; /* by the other thread: the end fails */
+	pthread_barrier_t begun, done;
+};
+
+static void *capturer(void *arg)
+{
+	struct capturer *c = arg;
+	CUgraph g = NULL;
+
+	OK(cu.ctx_set(c->ctx));
+	OK(cu.begin_capture(c->s, c->mode));
+	pthread_barrier_wait(&c->begun);
+	pthread_barrier_wait(&c->done);
+	if (c->invalidated) {
+		end_invalidated(c->s);
+	} else {
+		OK(cu.end_capture(c->s, &g));
+		OK(cu.graph_destroy(g));
+	}
+	OK(cu.ctx_set(NULL));
+	return NULL;
+}
+
+/*
+ * This thread's synchronisation against a capture of another thread
+ * begun in @mode, with this thread's mode @mine: @refused says whether
+ * the driver refuses it.
+ */
+static void capture_thread_case(CUcontext ctx0, CUstreamCaptureMode mode,
+				CUstreamCaptureMode mine, bool refused)
+{
+	struct capturer c = { .ctx = ctx0, .mode = mode };
+	CUstreamCaptureMode old = mine;
+	pthread_t th;
+
+	OK(cu.stream_create(&c.s, 0));
+	pthread_barrier_init(&c.begun, NULL, 2);
+	pthread_barrier_init(&c.done, NULL, 2);
+	CHECK(pthread_create(&th, NULL, capturer, &c) == 0);
+	pthread_barrier_wait(&c.begun);
+	OK(cu.exchange_mode(&old));
+	CHECK(old == CU_STREAM_CAPTURE_MODE_GLOBAL);
+	if (refused)
+		VIOL(cu.ctx_sync(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	else
+		OK(cu.ctx_sync());
+	c.invalidated = refused;
+	OK(cu.exchange_mode(&old));
+	CHECK(old == mine);
+	pthread_barrier_wait(&c.done);
+	pthread_join(th, NULL);
+	pthread_barrier_destroy(&c.begun);
+	pthread_barrier_destroy(&c.done);
+	OK(cu.stream_destroy(c.s));
+}
+
+static void capture_test(CUcontext ctx0)
+{
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+	CUstream s = NULL, t = NULL, nb = NULL;
+	CUevent e = NULL, outside = NULL;
+	CUstreamCaptureMode mode;
+	cuuint64_t id = 0;
+	CUgraph g = NULL;
+	unsigned long inv = fc.captures_invalidated();
+
+	OK(cu.stream_create(&s, 0));
+	OK(cu.stream_create(&t, 0));
+	OK(cu.stream_create(&nb, CU_STREAM_NON_BLOCKING));
+	OK(cu.event_create(&e, CU_EVENT_DISABLE_TIMING));
+	OK(cu.event_create(&outside, CU_EVENT_DISABLE_TIMING));
+
+	/* A clean capture forks to t and joins back: a graph. */
+	OK(cu.is_capturing(s, &st));
+	CHECK(st == CU_STREAM_CAPTURE_STATUS_NONE);
+	VIOL(cu.begin_capture(NULL, CU_STREAM_CAPTURE_MODE_GLOBAL),
+	     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	VIOL(cu.begin_capture(s, (CUstreamCaptureMode)7),
+	     CUDA_ERROR_INVALID_VALUE);
+	OK(cu.begin_capture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	OK(cu.capture_info(s, &st, &id, NULL, NULL, NULL));
+	CHECK(st == CU_STREAM_CAPTURE_STATUS_ACTIVE && id != 0);
+	VIOL(cu.begin_capture(s, CU_STREAM_CAPTURE_MODE_GLOBAL),
+	     CUDA_ERROR_ILLEGAL_STATE);
+	OK(cu.event_record(e, s));
+	OK(cu.stream_wait(t, e, 0)); /* t joins the capture */
+	OK(cu.is_capturing(t, &st));
+	CHECK(st == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+	OK(cu.event_record(e, t));
+	OK(cu.stream_wait(s, e, 0));
+	/* streams outside the capture go on working */
+	OK(cu.event_record(outside, nb));
+	VIOL(cu.end_capture(t, &g), CUDA_ERROR_STREAM_CAPTURE_UNMATCHED);
+	OK(cu.end_capture(s, &g));
+	CHECK(g != NULL && fc.live_graphs() == 1);
+	OK(cu.is_capturing(t, &st));
+	CHECK(st == CU_STREAM_CAPTURE_STATUS_NONE);
+	OK(cu.graph_destroy(g));
+	VIOL(cu.graph_destroy(g), CUDA_ERROR_INVALID_VALUE);
+	VIOL(cu.end_capture(s, &g), CUDA_ERROR_ILLEGAL_STATE);
+	CHECK(fc.captures_invalidated() == inv);
+
+	/* Waiting for uncaptured work: isolation (what stalloc did). */
+	OK(cu.event_record(outside, t));
+	OK(cu.begin_capture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	VIOL(cu.stream_wait(s, outside, 0),
+	     CUDA_ERROR_STREAM_CAPTURE_ISOLATION);
+	OK(cu.is_capturing(s, &st));
+	CHECK(st == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+	end_invalidated(s);
+	CHECK(fc.captures_invalidated() == inv + 1);
+
+	/* Querying the capturing stream or a captured event. */
+	OK(cu.begin_capture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+	VIOL(cu.stream_query(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	end_invalidated(s);
+	OK(cu.begin_capture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+	OK(cu.event_record(e, s));
+	VIOL(cu.event_query(e), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	end_invalidated(s);
+	OK(cu.begin_capture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+	VIOL(cu.stream_sync(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	end_invalidated(s);
+
+	/* Work on the legacy stream beside a capturing blocking stream. */
+	OK(cu.begin_capture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+	OK(cu.ctx_sync()); /* relaxed: unsafe calls are allowed */
+	OK(cu.event_record(outside, CU_STREAM_PER_THREAD));
+	VIOL(cu.event_record(outside, NULL),
+	     CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+	end_invalidated(s);
+	OK(cu.begin_capture(nb, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	OK(cu.event_record(outside, CU_STREAM_LEGACY)); /* nb: no tie */
+	OK(cu.end_capture(nb, &g));
+	OK(cu.graph_destroy(g));
+	CHECK(fc.captures_invalidated() == inv + 5);
+
+	capture_unsafe_test(s, t, outside);
+
+	/* Capture modes: this thread's own captures... */
+	OK(cu.begin_capture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+	VIOL(cu.ctx_sync(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	end_invalidated(s);
+	mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+	OK(cu.exchange_mode(&mode));
+	CHECK(mode == CU_STREAM_CAPTURE_MODE_GLOBAL);
+	OK(cu.begin_capture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	OK(cu.ctx_sync()); /* a relaxed thread may */
+	OK(cu.end_capture(s, &g));
+	OK(cu.graph_destroy(g));
+	OK(cu.exchange_mode(&mode));
+	CHECK(mode == CU_STREAM_CAPTURE_MODE_RELAXED);
+	mode = (CUstreamCaptureMode)9;
+	VIOL(cu.exchange_mode(&mode), CUDA_ERROR_INVALID_VALUE);
+	/* ... and another thread's */
+	capture_thread_case(ctx0, CU_STREAM_CAPTURE_MODE_GLOBAL,
+			    CU_STREAM_CAPTURE_MODE_GLOBAL, true);
+	capture_thread_case(ctx0, CU_STREAM_CAPTURE_MODE_GLOBAL,
+			    CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, false);
+	capture_thread_case(ctx0, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+			    CU_STREAM_CAPTURE_MODE_GLOBAL, false);
+	capture_thread_case(ctx0, CU_STREAM_CAPTURE_MODE_RELAXED,
+			    CU_STREAM_CAPTURE_MODE_GLOBAL, false);
+
+	CHECK(fc.live_graphs() == 0);
+	OK(cu.event_destroy(e));
+	OK(cu.event_destroy(outside));
+	OK(cu.stream_destroy(s));
+	OK(cu.stream_destroy(t));
+	OK(cu.stream_destroy(nb));
+}
+
+/* The three default streams are distinct; handles keep to their context. */
+static void default_stream_test(void)
+{
+	CUcontext c1 = NULL, popped = NULL;
+	CUstream s = NULL, s1 = NULL;
+	CUevent e1 = NULL;
+	struct chunk c;
+
+	CHECK(fc.stream_hold(CU_STREAM_PER_THREAD, 1) == 0);
+	CHECK_RC(cu.stream_query(CU_STREAM_PER_THREAD), CUDA_ERROR_NOT_READY);
+	OK(cu.stream_query(NULL));
+	OK(cu.stream_query(CU_STREAM_LEGACY));
+	OK(cu.stream_sync(CU_STREAM_PER_THREAD));
+	CHECK(fc.stream_hold(CU_STREAM_LEGACY, 1) == 0);
+	CHECK_RC(cu.stream_query(NULL), CUDA_ERROR_NOT_READY);
+	OK(cu.stream_query(CU_STREAM_PER_THREAD));
+	OK(cu.stream_sync(NULL));
+
+	/* device 1's context: its stream and event are not device 0's */
+	OK(cu.retain(&c1, 1));
+	OK(cu.ctx_push(c1));
+	OK(cu.stream_create(&s1, 0));
+	OK(cu.event_create(&e1, 0));
+	OK(cu.ctx_pop(&popped));
+	CHECK(popped == c1);
+	OK(cu.stream_create(&s, 0));
+	VIOL(cu.event_record(e1, s), CUDA_ERROR_INVALID_HANDLE);
+	OK(cu.event_record(e1, s1)); /* the current context does not matter */
+	OK(cu.stream_wait(s, e1, 0)); /* nor across devices for a wait */
+	chunk_get(&c);
+	CHECK(fc.launch(s1, c.va, 64, 1) == CUDA_ERROR_INVALID_CONTEXT);
+	expected_viol++;
+	chunk_put(&c);
+	OK(cu.event_destroy(e1));
+	OK(cu.stream_destroy(s1));
+	OK(cu.stream_destroy(s));
+	VIOL(cu.stream_sync(s), CUDA_ERROR_INVALID_HANDLE);
+	VIOL(cu.event_record(e1, NULL), CUDA_ERROR_INVALID_HANDLE);
+	OK(cu.release(1));
+}
+
+/* The work model: conflicting accesses of streams must be ordered. */
+static void work_test(void)
+{
+	CUstream s = NULL, t = NULL, nb = NULL;
+	unsigned char buf[16];
+	CUevent e = NULL;
+	struct chunk c;
+	CUdeviceptr va;
+
+	chunk_get(&c);
+	va = c.va;
+	OK(cu.stream_create(&s, 0));
+	OK(cu.stream_create(&t, 0));
+	OK(cu.stream_create(&nb, CU_STREAM_NON_BLOCKING));
+	OK(cu.event_create(&e, CU_EVENT_DISABLE_TIMING));
+
+	/* Bad ranges are refused like copies. */
+	CHECK(fc.launch(s, va + 2 * GRAN, 64, 0) == CUDA_ERROR_INVALID_VALUE);
+	expected_viol++;
+	CHECK(fc.calls("fakecuda_launch") > 0);
+
+	/* Streams not held complete at once: anything after is ordered. */
+	NO_VIOL(fc.launch(s, va, 4096, 1));
+	NO_VIOL(fc.launch(t, va, 4096, 1));
+
+	/* A held stream's write, then another stream's read: unordered... */
+	CHECK(fc.stream_hold(s, 1) == 0);
+	NO_VIOL(fc.launch(s, va, 4096, 1));
+	ONE_VIOL(fc.launch(t, va + 100, 8, 0));
+	/* ... unless the ranges are apart, or both only read */
+	NO_VIOL(fc.launch(t, va + 4096, 4096, 1));
+	NO_VIOL(fc.launch(s, va + GRAN, 64, 0));
+	NO_VIOL(fc.launch(t, va + GRAN, 64, 0));
+	ONE_VIOL(fc.launch(t, va + GRAN, 64, 1)); /* write after a read */
+	/* an event recorded after the write orders the waiter */
+	OK(cu.event_record(e, s));
+	OK(cu.stream_wait(t, e, 0));
+	NO_VIOL(fc.launch(t, va, 4096, 1));
+	/* but not after work launched on s later */
+	NO_VIOL(fc.launch(s, va + 8192, 64, 1));
+	ONE_VIOL(fc.launch(t, va + 8192, 64, 0));
+	/* the legacy stream is ordered after a blocking stream's work */
+	NO_VIOL(fc.launch(NULL, va, 64, 0));
+	/* unmapping memory a stream still uses */
+	ONE_VIOL(cu.unmap(va, 2 * GRAN));
+	OK(cu.map(va, 2 * GRAN, 0, c.h, 0));
+	OK(set_access(va, 2 * GRAN, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE));
+	OK(cu.stream_sync(s));
+
+	/* Synchronisations complete the work: event, context, stream. */
+	CHECK(fc.stream_hold(s, 1) == 0);
+	NO_VIOL(fc.launch(s, va, 64, 1));
+	OK(cu.event_record(e, s));
+	OK(cu.event_sync(e));
+	NO_VIOL(fc.launch(t, va, 64, 1));
+	CHECK(fc.stream_hold(s, 1) == 0);
+	NO_VIOL(fc.launch(s, va, 64, 1));
+	OK(cu.ctx_sync());
+	NO_VIOL(fc.launch(t, va, 64, 1));
+
+	/* A non-blocking stream is not ordered with the legacy one: a
+	 * synchronous copy (legacy stream work) races with it. */
+	CHECK(fc.stream_hold(nb, 1) == 0);
+	NO_VIOL(fc.launch(nb, va, 64, 1));
+	ONE_VIOL(fc.launch(NULL, va, 64, 0));
+	expected_viol++;
+	CHECK(cu.dtoh(buf, va, sizeof(buf)) == CUDA_SUCCESS);
+	/* the per-thread default stream is not ordered with s either */
+	OK(cu.stream_sync(nb));
+	CHECK(fc.stream_hold(s, 1) == 0);
+	NO_VIOL(fc.launch(s, va, 64, 1));
+	ONE_VIOL(fc.launch(CU_STREAM_PER_THREAD, va, 64, 1));
+	NO_VIOL(fc.launch(CU_STREAM_LEGACY, va, 64, 1));
+	OK(cu.stream_destroy(s)); /* completes its work */
+	NO_VIOL(fc.launch(t, va, 64, 1));
+
+	OK(cu.event_destroy(e));
+	OK(cu.stream_destroy(t));
+	OK(cu.stream_destroy(nb));
+	chunk_put(&c);
+}
+
 /* Several threads, each with its own reservation, hammering VMM calls. */
 static void *worker(void *arg)
 {
@@ -589,7 +1038,7 @@ static void *worker(void *arg)
 			      CU_MEM_ACCESS_FLAGS_PROT_READWRITE));
 		OK(cu.memset8(va + (size_t)(i % 4) * GRAN, (unsigned char)i,
 			      4096));
-		CHECK(host(va + (size_t)(i % 4) * GRAN)[4095] ==
+		CHECK(peek(va + (size_t)(i % 4) * GRAN + 4095) ==
 		      (unsigned char)i);
 		OK(cu.mem_release(h));
 		OK(cu.unmap(va + (size_t)(i % 4) * GRAN, GRAN));
@@ -653,6 +1102,9 @@ int main(int argc, char **argv)
 	oom_test();
 	fault_test();
 	stream_test();
+	default_stream_test();
+	capture_test(ctx0);
+	work_test();
 	thread_test(ctx0);
 	teardown_test();
 
