@@ -1108,6 +1108,75 @@ static void test_graph_pool(void **state)
 	}
 }
 
+/*
+ * A real capture on the strict fake driver, as torch.cuda.graph() makes
+ * one: pool hooks around cuStreamBeginCapture/EndCapture, allocations and
+ * frees on the capturing stream, memory freed before on other streams
+ * (the legacy one too), empty_cache and eager work elsewhere meanwhile.
+ * The capture must not be invalidated and no rule broken.
+ */
+static void test_graph_capture(void **state)
+{
+	const struct fx_fake *fk = fx_fake();
+	int (*begin)(void *, int), (*end)(void *, void **), (*gdestroy)(void *);
+	unsigned long (*invalidated)(void);
+	int (*launch)(void *, unsigned long long, unsigned long long, int);
+	void *a, *cap, *h, *graph = NULL, *p[8], *x, *y, *n;
+	int i;
+
+	(void)state;
+	if (!fk) {
+		skip();
+		return;
+	}
+	n = stalloc_malloc(8 * MB, 0, NULL);
+	fake_streams(&a, &cap);
+	h = dlopen(getenv("STALLOC_LIBCUDA"), RTLD_NOW | RTLD_NOLOAD);
+	*(void **)&begin = dlsym(h, "cuStreamBeginCapture_v2");
+	*(void **)&end = dlsym(h, "cuStreamEndCapture");
+	*(void **)&gdestroy = dlsym(h, "cuGraphDestroy");
+	*(void **)&invalidated = dlsym(h, "fakecuda_captures_invalidated");
+	*(void **)&launch = dlsym(h, "fakecuda_launch");
+	assert_true(begin && end && gdestroy && invalidated && launch);
+	/* memory freed on other streams before the capture */
+	x = stalloc_malloc(6 * MB, 0, a);
+	assert_int_equal(launch(a, (uintptr_t)x, 6 * MB, 1), 0);
+	stalloc_free(x, 0, 0, a);
+	stalloc_free(n, 0, 0, NULL);
+	y = stalloc_malloc(2 * MB, 0, NULL); /* eager, freed during capture */
+
+	assert_int_equal(stalloc_pool_begin(0, 1, 1, only_stream, cap, NULL),
+			 0);
+	assert_int_equal(begin(cap, 0 /* CU_STREAM_CAPTURE_MODE_GLOBAL */), 0);
+	for (i = 0; i < 8; i++) {
+		size_t sz = i % 2 ? 1000 : (size_t)(i + 1) * MB;
+
+		p[i] = stalloc_malloc(sz, 0, cap);
+		assert_non_null(p[i]);
+		assert_int_equal(launch(cap, (uintptr_t)p[i], sz, 1), 0);
+		if (i >= 2) /* in-graph reuse */
+			stalloc_free(p[i - 2], 0, 0, cap);
+	}
+	stalloc_free(y, 0, 0, NULL);
+	stalloc_empty_cache();
+	x = stalloc_malloc(4 * MB, 0, a); /* eager work on another stream */
+	assert_non_null(x);
+	assert_int_equal(end(cap, &graph), 0);
+	assert_non_null(graph);
+	assert_int_equal(stalloc_pool_end(0, 1, 1), 0);
+	assert_int_equal(invalidated(), 0);
+
+	stalloc_free(x, 0, 0, a);
+	stalloc_free(p[6], 0, 0, cap);
+	stalloc_free(p[7], 0, 0, cap);
+	assert_int_equal(gdestroy(graph), 0);
+	assert_int_equal(stalloc_pool_release(0, 1, 1), 0);
+	x = stalloc_malloc(64 * MB, 0, a); /* after: everything usable */
+	assert_non_null(x);
+	stalloc_free(x, 0, 0, a);
+	assert_int_equal(fk->violations(), 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -1121,9 +1190,9 @@ int main(int argc, char **argv)
 		T(test_plan_corrupt),	T(test_auto_mode),
 		T(test_plan_reuse),	T(test_streams),
 		T(test_stream_syncs),	T(test_stream_destroyed),
-		T(test_graph_pool),	T(test_fork),
-		T(test_plan_streams),	T(test_slab),
-		T(test_driver_faults),
+		T(test_graph_pool),	T(test_graph_capture),
+		T(test_fork),		T(test_plan_streams),
+		T(test_slab),		T(test_driver_faults),
 #undef T
 	};
 	const char *backend = argc > 1 ? argv[1] : "host";
