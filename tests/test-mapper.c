@@ -1001,9 +1001,11 @@ static void *fork_churn(void *arg)
  */
 static void test_fork(void **state)
 {
+	/* a real driver refuses CUDA in a forked child: a clean NULL then */
+	bool real = !strcmp(getenv("STALLOC_BACKEND"), "cuda") && !fx_fake();
 	volatile int stop = 0;
+	int i, status, bad = 0;
 	pthread_t t;
-	int i, status;
 
 	(void)state;
 	stalloc_free(stalloc_malloc(MB, 0, NULL), 0, 0, NULL);
@@ -1021,17 +1023,17 @@ static void test_fork(void **state)
 				_exit(3); /* the parent's device, reused */
 			p = stalloc_malloc(MB, 0, NULL);
 			if (!p)
-				_exit(4);
+				_exit(real ? 0 : 4);
 			stalloc_free(p, 0, 0, NULL);
 			_exit(0);
 		}
-		assert_true(pid > 0);
-		assert_int_equal(waitpid(pid, &status, 0), pid);
-		assert_true(WIFEXITED(status));
-		assert_int_equal(WEXITSTATUS(status), 0);
+		if (pid < 0 || waitpid(pid, &status, 0) != pid ||
+		    !WIFEXITED(status) || WEXITSTATUS(status))
+			bad++;
 	}
 	stop = 1;
 	pthread_join(t, NULL);
+	assert_int_equal(bad, 0);
 }
 
 static int only_stream(void *ctx, void *stream)
