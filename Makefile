@@ -357,3 +357,16 @@ fuzz-regress: fuzz-build
 
 -include $(shell find $(O)/obj -name '*.d' 2>/dev/null)
 -include $(shell find $(FUZZ_O)/obj -name '*.d' 2>/dev/null)
+
+# On a machine with an NVIDIA GPU: the vmm and runtime suites, the demo and
+# the vmm benchmark on the real driver, then PyTorch (tools/gpu/) when a
+# CUDA build of it is there.  Documentation/testing.rst.
+.PHONY: gpucheck
+gpucheck: tests $(O)/bench/bench-vmm $(DEMO_BIN)
+	$(Q)O=$(O) sh tools/gpu/gpucheck.sh
+	$(Q)if python3 -c 'import sys, torch; \
+		sys.exit(not torch.cuda.is_available())' 2>/dev/null; then \
+		python3 tools/gpu/torch-checks.py && \
+		python3 tools/gpu/torch-e2e.py --model tiny --steps 12 \
+			--graphs --out $(O)/gpu; \
+	else echo "gpucheck: no CUDA build of PyTorch: torch checks skipped"; fi
