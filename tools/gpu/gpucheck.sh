@@ -4,8 +4,10 @@
 #
 # Run by `make gpucheck` on a machine with an NVIDIA GPU: the suites that
 # make check runs on the fake driver (tests/test-vmm, tests/test-mapper),
-# here against the real libcuda.so.1, the vmm demo on the cuda backend and
-# the vmm benchmark on the real driver.  Prints the GPU, driver and CUDA
+# here against the real libcuda.so.1, the vmm demo on the cuda backend, the
+# vmm benchmark on the real driver, and tools/gpu/kernel-check.cu (built with
+# nvcc when it is there): real kernels writing and checking stalloc memory
+# across streams, planned iterations and graph replays.  Prints the GPU, driver and CUDA
 # versions first, so a saved log says what it ran on.
 #
 # Usage: O=build sh tools/gpu/gpucheck.sh
@@ -51,6 +53,23 @@ check mapper/cuda "$O/tests/test-mapper" cuda
 	check vmm-demo env STALLOC_BACKEND=cuda "$O/stalloc-vmm-demo"
 if [ -x "$O/bench/bench-vmm" ]; then
 	check bench-vmm/cuda "$O/bench/bench-vmm" cuda
+fi
+# Real kernels on stalloc memory: the GPU only (the fake runs no kernel).
+if [ -n "${machine:-}" ]; then
+	NVCC=${NVCC:-$(command -v nvcc || echo "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc")}
+	if [ -x "$NVCC" ]; then
+		mkdir -p "$O/gpu"
+		if "$NVCC" -O2 -std=c++17 -Iinclude -o "$O/gpu/kernel-check" \
+			tools/gpu/kernel-check.cu -L"$O" -lstalloc \
+			-Xlinker -rpath -Xlinker "$(cd "$O" && pwd)"; then
+			check kernel-check "$O/gpu/kernel-check"
+		else
+			echo "FAIL kernel-check (nvcc failed)"
+			fail=1
+		fi
+	else
+		echo "SKIP kernel-check: no nvcc"
+	fi
 fi
 [ "$fail" = 0 ] && echo "gpucheck: all passed" || echo "gpucheck: FAILED"
 exit "$fail"
