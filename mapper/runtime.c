@@ -517,6 +517,24 @@ static bool plan_alloc(struct mdev *d, uint64_t size, uint64_t id, void *stream,
 static void *dyn_done(struct mdev *d, struct mblock *b, size_t size,
 		      void *stream);
 
+/* @size bytes for stream slot @slot: a slab object, or a dynamic block. */
+static int dyn_take(struct mdev *d, size_t size, unsigned int slot,
+		    struct mblock **b)
+{
+	return slab_takes(size) ? slab_alloc(&d->slab, size, slot, b) :
+				  dyn_alloc(&d->dyn, size, slot, b);
+}
+
+/* Out of memory for @size: count, report, NULL.  Drops the device lock. */
+static void *dyn_fail(struct mdev *d, size_t size)
+{
+	d->st.oom++;
+	pthread_mutex_unlock(&d->lock);
+	sa_trace(oom, d->device, size);
+	report_oom(d, size);
+	return NULL;
+}
+
 /*
  * A request while a graph pool is active: to the pool if its filter takes
  * @stream, else the ordinary way, never from the plan (plans stay out of
@@ -533,21 +551,12 @@ static void *graph_alloc(struct mdev *d, size_t size, void *stream)
 
 	err = vmm_capture_relax(d->vmm, true, &old);
 	if (!err) {
-		if (pool)
-			err = gp_alloc(pool, &d->dyn, size, slot, &b);
-		else
-			err = slab_takes(size) ?
-				      slab_alloc(&d->slab, size, slot, &b) :
-				      dyn_alloc(&d->dyn, size, slot, &b);
+		err = pool ? gp_alloc(pool, &d->dyn, size, slot, &b) :
+			     dyn_take(d, size, slot, &b);
 		vmm_capture_relax(d->vmm, false, &old);
 	}
-	if (unlikely(err)) {
-		d->st.oom++;
-		pthread_mutex_unlock(&d->lock);
-		sa_trace(oom, d->device, size);
-		report_oom(d, size);
-		return NULL;
-	}
+	if (unlikely(err))
+		return dyn_fail(d, size);
 	return dyn_done(d, b, size, stream);
 }
 
@@ -586,8 +595,7 @@ void *stalloc_malloc(size_t size, int device, void *stream)
 	}
 	slot = ss_slot(&d->ss, stream);
 	for (tries = 0;; tries++) {
-		err = slab_takes(size) ? slab_alloc(&d->slab, size, slot, &b) :
-					 dyn_alloc(&d->dyn, size, slot, &b);
+		err = dyn_take(d, size, slot, &b);
 		if (!err || err != -ENOMEM || tries)
 			break;
 		/*
@@ -598,13 +606,8 @@ void *stalloc_malloc(size_t size, int device, void *stream)
 			ss_sync(&d->ss);
 		dev_trim(d);
 	}
-	if (unlikely(err)) {
-		d->st.oom++;
-		pthread_mutex_unlock(&d->lock);
-		sa_trace(oom, device, size);
-		report_oom(d, size);
-		return NULL;
-	}
+	if (unlikely(err))
+		return dyn_fail(d, size);
 	return dyn_done(d, b, size, stream);
 }
 
@@ -833,54 +836,52 @@ void stalloc_record_stream(void *ptr, void *stream)
 	       ptr);
 }
 
+enum pool_op { POOL_BEGIN, POOL_END, POOL_RELEASE };
+
+/* One graph pool hook on @device's pool @id, under the device lock. */
+static int pool_hook(int device, enum pool_op op, uint64_t id0, uint64_t id1,
+		     int (*filter)(void *ctx, void *stream), void *ctx,
+		     void (*drop)(void *ctx))
+{
+	const uint64_t id[2] = { id0, id1 };
+	struct mdev *d = dev_get(device);
+	int err;
+
+	if (!d)
+		return -EINVAL;
+	pthread_mutex_lock(&d->lock);
+	switch (op) {
+	case POOL_BEGIN:
+		err = gp_begin(&d->gp, &d->ss, id, filter, ctx, drop);
+		break;
+	case POOL_END:
+		err = gp_end(&d->gp, &d->ss, &d->dyn, &d->slab, id);
+		break;
+	default:
+		err = gp_release(&d->gp, &d->ss, &d->dyn, id);
+		break;
+	}
+	pthread_mutex_unlock(&d->lock);
+	if (err)
+		sa_log(STALLOC_LOG_ERROR, "%s", stalloc_last_error());
+	return err;
+}
+
 int stalloc_pool_begin(int device, uint64_t id0, uint64_t id1,
 		       int (*filter)(void *ctx, void *stream), void *ctx,
 		       void (*drop)(void *ctx))
 {
-	const uint64_t id[2] = { id0, id1 };
-	struct mdev *d = dev_get(device);
-	int err;
-
-	if (!d)
-		return -EINVAL;
-	pthread_mutex_lock(&d->lock);
-	err = gp_begin(&d->gp, &d->ss, id, filter, ctx, drop);
-	pthread_mutex_unlock(&d->lock);
-	if (err)
-		sa_log(STALLOC_LOG_ERROR, "%s", stalloc_last_error());
-	return err;
+	return pool_hook(device, POOL_BEGIN, id0, id1, filter, ctx, drop);
 }
 
 int stalloc_pool_end(int device, uint64_t id0, uint64_t id1)
 {
-	const uint64_t id[2] = { id0, id1 };
-	struct mdev *d = dev_get(device);
-	int err;
-
-	if (!d)
-		return -EINVAL;
-	pthread_mutex_lock(&d->lock);
-	err = gp_end(&d->gp, &d->ss, &d->dyn, &d->slab, id);
-	pthread_mutex_unlock(&d->lock);
-	if (err)
-		sa_log(STALLOC_LOG_ERROR, "%s", stalloc_last_error());
-	return err;
+	return pool_hook(device, POOL_END, id0, id1, NULL, NULL, NULL);
 }
 
 int stalloc_pool_release(int device, uint64_t id0, uint64_t id1)
 {
-	const uint64_t id[2] = { id0, id1 };
-	struct mdev *d = dev_get(device);
-	int err;
-
-	if (!d)
-		return -EINVAL;
-	pthread_mutex_lock(&d->lock);
-	err = gp_release(&d->gp, &d->ss, &d->dyn, id);
-	pthread_mutex_unlock(&d->lock);
-	if (err)
-		sa_log(STALLOC_LOG_ERROR, "%s", stalloc_last_error());
-	return err;
+	return pool_hook(device, POOL_RELEASE, id0, id1, NULL, NULL, NULL);
 }
 
 void stalloc_mark(const char *label)

@@ -137,8 +137,6 @@ int ss_sync(struct sstreams *t);
  * during a capture, without any new wait)?  Makes the streams it would
  * wait for eager when not.
  */
-static inline bool ss_ready(struct sstreams *t, const struct ss_tags *tags,
-			    unsigned int i);
 bool ss_ready_slow(struct sstreams *t, const struct ss_tags *tags,
 		   unsigned int i);
 
