@@ -7,9 +7,10 @@
  * free block that fits (scanning its own class, then the first non-empty
  * larger class), splitting off the rest; failing that, the region grows at
  * its top.  Pages are mapped on demand: the chunks under a block are mapped
- * when it is handed out if they are not already, so the region grows by
- * mapping and never moves or copies anything.  dyn_release() unmaps the
- * whole chunks that lie inside free blocks, which is how it shrinks.
+ * when it is handed out if they are not already (vmm_map_missing), so the
+ * region grows by mapping and never moves or copies anything.
+ * dyn_release() unmaps the mappings that lie wholly inside free blocks
+ * (vmm_unmap_present), which is how it shrinks.
  *
  * Streams: a free block carries the tags of its last users (streams.h).
  * Only blocks ready for the requesting stream are handed out; the stream
@@ -88,33 +89,6 @@ static struct mblock *best_fit(struct dyn_region *d, uint64_t size,
 	return best;
 }
 
-/* Map whatever is unmapped of the chunks under [addr, addr + size). */
-static int ensure_mapped(struct dyn_region *d, uint64_t addr, uint64_t size)
-{
-	uint64_t chunk = vmm_chunk_bytes(d->vmm), base = vmm_base(d->vmm);
-	uint64_t lo = addr - (addr - base) % chunk, hi, run;
-	int err;
-
-	if (!sa_round_up(addr + size - base, chunk, &hi))
-		return -ENOMEM;
-	hi += base;
-	while (lo < hi) {
-		if (vmm_is_mapped(d->vmm, lo, chunk)) {
-			lo += chunk;
-			continue;
-		}
-		for (run = lo + chunk;
-		     run < hi && !vmm_is_mapped(d->vmm, run, chunk);
-		     run += chunk)
-			;
-		err = vmm_map(d->vmm, lo, run - lo);
-		if (err)
-			return err;
-		lo = run;
-	}
-	return 0;
-}
-
 /* Split @b so that it is @size bytes; the rest becomes a free block. */
 static void split(struct dyn_region *d, struct mblock *b, uint64_t size)
 {
@@ -188,7 +162,7 @@ int dyn_alloc(struct dyn_region *d, uint64_t size, unsigned int slot,
 		if (err)
 			return err;
 	}
-	err = ensure_mapped(d, b->addr, b->size);
+	err = vmm_map_missing(d->vmm, b->addr, b->size, NULL);
 	if (!err)
 		err = ss_wait(d->ss, &b->tags, slot, false);
 	if (err) {
@@ -238,31 +212,20 @@ void dyn_free(struct dyn_region *d, struct mblock *b)
 uint64_t dyn_release(struct dyn_region *d)
 {
 	uint64_t chunk = vmm_chunk_bytes(d->vmm), base = vmm_base(d->vmm);
-	uint64_t released = 0, lo, hi, x, run;
+	uint64_t released = 0, got, bytes;
 	struct mblock *b;
 
 	cds_list_for_each_entry(b, &d->blocks, addr_node) {
-		if (!b->free || !sa_round_up(b->addr - base, chunk, &lo))
+		if (!b->free)
 			continue;
-		lo += base;
-		hi = b->addr + b->size - (b->addr + b->size - base) % chunk;
+		bytes = b->size;
 		/* nothing lies past the last block: its tail chunk goes too */
-		if (b->addr_node.next == &d->blocks && hi < b->addr + b->size)
-			hi += chunk;
-		for (x = lo; x < hi;) {
-			if (!vmm_is_mapped(d->vmm, x, chunk)) {
-				x += chunk;
-				continue;
-			}
-			for (run = x + chunk;
-			     run < hi && vmm_is_mapped(d->vmm, run, chunk);
-			     run += chunk)
-				;
-			/* vmm_unmap waits for the device first */
-			if (!vmm_unmap(d->vmm, x, run - x, 0))
-				released += run - x;
-			x = run;
-		}
+		if (b->addr_node.next == &d->blocks)
+			bytes += (chunk - (b->addr + b->size - base) % chunk) %
+				 chunk;
+		/* waits for the device first, if anything is to go */
+		vmm_unmap_present(d->vmm, b->addr, bytes, 0, &got);
+		released += got;
 	}
 	if (released)
 		sa_trace(shrink, vmm_device(d->vmm), released);

@@ -102,9 +102,8 @@ int match_init(struct matcher *m, struct stalloc_plan *plan,
 				(unsigned long long)plan->pool);
 	}
 	m->pool_bytes = match_pool_bytes(m);
-	m->mapped = calloc(m->pool_bytes / m->chunk + 1, 1);
 	m->use = calloc(m->pool_bytes / m->chunk + 1, sizeof(*m->use));
-	if (!m->mapped || !m->use || !matcher_tables(m)) {
+	if (!m->use || !matcher_tables(m)) {
 		match_destroy(m);
 		return sa_error(-ENOMEM, "runtime: out of host memory");
 	}
@@ -118,7 +117,6 @@ void match_destroy(struct matcher *m)
 	free(m->pro_list);
 	free(m->seen_size);
 	free(m->live);
-	free(m->mapped);
 	free(m->use);
 	stalloc_plan_free(m->plan);
 	memset(m, 0, sizeof(*m));
@@ -273,24 +271,7 @@ static bool reuse(struct matcher *m, const struct plan_dyn *d, uint64_t size,
 /* Map the pool chunks under [off, off + size) not mapped yet. */
 static int map_slot(struct matcher *m, uint64_t off, uint64_t size)
 {
-	uint64_t c = off / m->chunk, last = (off + size - 1) / m->chunk, run;
-	int err;
-
-	while (c <= last) {
-		if (m->mapped[c]) {
-			c++;
-			continue;
-		}
-		for (run = c; run <= last && !m->mapped[run]; run++)
-			;
-		err = vmm_map(m->vmm, m->base + c * m->chunk,
-			      (run - c) * m->chunk);
-		if (err)
-			return err;
-		memset(m->mapped + c, 1, run - c);
-		c = run;
-	}
-	return 0;
+	return vmm_map_missing(m->vmm, m->base + off, size, NULL);
 }
 
 /* The entry planned at iteration position @pos for this iteration. */

@@ -46,7 +46,6 @@ struct match_live {
  * @pro_pos: prologue allocations seen
  * @marks: iteration markers seen
  * @live: planned blocks live now, sorted by offset
- * @mapped: per pool chunk, mapped yet
  * @use: per pool chunk, the tags of its last users (streams.h); emptied
  *	when a slot over it is handed out, since that user now runs after
  *	them all
@@ -76,7 +75,6 @@ struct matcher {
 	struct match_live *live;
 	size_t nr_live;
 	size_t cap_live;
-	uint8_t *mapped;
 	struct ss_tags *use;
 	struct sstreams *ss;
 	uint64_t chunk;

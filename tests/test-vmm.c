@@ -455,6 +455,56 @@ static void test_unmap_whole_segments(void **state)
 	assert_int_equal(vmm_unmap(f->s, va_at(f, 1), 3 * c, 0), 0);
 }
 
+/* vmm_map_missing fills holes only; vmm_unmap_present takes whole maps. */
+static void test_map_missing_unmap_present(void **state)
+{
+	struct fx *f = *state;
+	uint64_t c = f->chunk, got;
+	struct vmm_stats st;
+
+	assert_int_equal(vmm_map(f->s, va_at(f, 1), c), 0);
+	assert_int_equal(vmm_map(f->s, va_at(f, 4), c), 0);
+	/* unaligned ends: the chunks around them are covered */
+	assert_int_equal(vmm_map_missing(f->s, va_at(f, 0) + 100,
+					 va_at(f, 6) - 1 - va_at(f, 0) - 100,
+					 &got),
+			 0);
+	assert_int_equal(got, 4 * c);
+	assert_true(vmm_is_mapped(f->s, va_at(f, 0), 6 * c));
+	assert_false(vmm_is_mapped(f->s, va_at(f, 6), c));
+	assert_int_equal(vmm_map_missing(f->s, va_at(f, 0), 6 * c, &got), 0);
+	assert_int_equal(got, 0);
+	vmm_get_stats(f->s, &st);
+	assert_int_equal(st.bytes_mapped, 6 * c);
+
+	/* a chunk only partly inside stays; slot 0 is not inside */
+	assert_int_equal(vmm_unmap_present(f->s, va_at(f, 0) + 1,
+					   6 * c - 1, 0, &got),
+			 0);
+	assert_int_equal(got, 5 * c);
+	assert_true(vmm_is_mapped(f->s, va_at(f, 0), c));
+	assert_false(vmm_is_mapped(f->s, va_at(f, 1), c));
+	/* nothing mapped there: nothing to do, no error */
+	assert_int_equal(vmm_unmap_present(f->s, va_at(f, 1), 5 * c, 0, &got),
+			 0);
+	assert_int_equal(got, 0);
+
+	/* a mapping reaching past the range is left whole */
+	assert_int_equal(vmm_map(f->s, va_at(f, 7), 2 * c), 0);
+	assert_int_equal(vmm_unmap_present(f->s, va_at(f, 8), c, 0, &got), 0);
+	if (vmm_is_mapped(f->s, va_at(f, 8), c)) {
+		assert_int_equal(got, 0);
+		assert_true(vmm_is_mapped(f->s, va_at(f, 7), 2 * c));
+	}
+	assert_int_equal(vmm_unmap_present(f->s, va_at(f, 0), 9 * c, 0, &got),
+			 0);
+	assert_false(vmm_is_mapped(f->s, va_at(f, 0), c));
+	assert_false(vmm_is_mapped(f->s, va_at(f, 7), c));
+	/* outside the space: the range error of vmm_map */
+	assert_int_equal(vmm_map_missing(f->s, f->base - 4 * c, c, NULL),
+			 -EINVAL);
+}
+
 /* Driver calls that map and unmap (and create and release) memory. */
 static uint64_t map_calls(const struct vmm_stats *st)
 {
@@ -894,6 +944,7 @@ int main(int argc, char **argv)
 		T(test_concurrent),
 		T(test_unmap_synchronises),
 		T(test_unmap_whole_segments),
+		T(test_map_missing_unmap_present),
 		T(test_peers),
 		T(test_rdma_handle_types),
 		T(test_primary_context),

@@ -511,6 +511,125 @@ out_unlock:
 	return err;
 }
 
+/*
+ * Chunk-aligned [*lo, *hi) around [va, va + bytes), clipped to the space:
+ * false if nothing of it lies inside.
+ */
+static bool vmm_cover(const struct vmm_space *s, uint64_t va, uint64_t bytes,
+		      uint64_t *lo, uint64_t *hi)
+{
+	uint64_t end;
+
+	if (!bytes || va >= s->base + s->size || va + bytes <= s->base ||
+	    va + bytes < va)
+		return false;
+	va = va < s->base ? s->base : va;
+	end = va + bytes;
+	end = end > s->base + s->size ? s->base + s->size : end;
+	*lo = va - (va - s->base) % s->chunk;
+	*hi = end + (s->chunk - (end - s->base) % s->chunk) % s->chunk;
+	return true;
+}
+
+/*
+ * RCU reader: the first unmapped slot in [i, end) (end if none) and, in
+ * *@run_end, where that unmapped run ends.
+ */
+static uint64_t vmm_hole(struct vmm_space *s, uint64_t i, uint64_t end,
+			 uint64_t *run_end)
+{
+	urcu_bp_read_lock();
+	while (i < end && rcu_dereference(s->slots[i]))
+		i++;
+	for (*run_end = i; *run_end < end && !rcu_dereference(s->slots[*run_end]);
+	     (*run_end)++)
+		;
+	urcu_bp_read_unlock();
+	return i;
+}
+
+int vmm_map_missing(struct vmm_space *s, uint64_t va, uint64_t bytes,
+		    uint64_t *mapped)
+{
+	uint64_t lo, hi, i, end, run;
+	int err = 0;
+
+	if (mapped)
+		*mapped = 0;
+	if (!vmm_cover(s, va, bytes, &lo, &hi) || vmm_forked(s))
+		return vmm_check_child(s, "map") ?:
+			       vmm_check_range(s, "map", va, bytes);
+	end = vmm_slot(s, lo) + (hi - lo) / s->chunk;
+	for (i = vmm_hole(s, vmm_slot(s, lo), end, &run); !err && i < end;
+	     i = vmm_hole(s, run, end, &run)) {
+		err = vmm_map(s, vmm_slot_va(s, i), (run - i) * s->chunk);
+		if (!err && mapped)
+			*mapped += (run - i) * s->chunk;
+	}
+	return err;
+}
+
+/* Does some mapping lie wholly inside slots [first, first + n)? */
+static bool vmm_any_inside(struct vmm_space *s, uint64_t first, uint64_t n)
+{
+	uint64_t i;
+
+	for (i = first; i < first + n; i++) {
+		const struct vmm_ment *e = s->slots[i];
+
+		if (e && e->first >= first && ment_end(e) <= first + n)
+			return true;
+	}
+	return false;
+}
+
+int vmm_unmap_present(struct vmm_space *s, uint64_t va, uint64_t bytes,
+		      unsigned int flags, uint64_t *released)
+{
+	uint64_t lo, hi, first, n, i, next, done = 0;
+	int err;
+
+	*released = 0;
+	err = vmm_check_child(s, "unmap");
+	if (err || !vmm_cover(s, va, bytes, &lo, &hi))
+		return err;
+	/* only chunks wholly inside the range */
+	if (lo < va)
+		lo += s->chunk;
+	if (hi > va + bytes)
+		hi -= s->chunk;
+	if (lo >= hi)
+		return 0;
+	first = vmm_slot(s, lo);
+	n = (hi - lo) / s->chunk;
+	pthread_mutex_lock(&s->lock);
+	if (!vmm_any_inside(s, first, n))
+		goto out_unlock;
+	err = vmm_sync_locked(s, flags);
+	for (i = first; !err && i < first + n; i = next) {
+		struct vmm_ment *e = s->slots[i];
+		uint64_t b;
+
+		if (!e) {
+			next = i + 1;
+			continue;
+		}
+		next = ment_end(e); /* @e may be freed once unmapped */
+		if (e->first < first || next > first + n)
+			continue;
+		b = seg_bytes(s, e->seg);
+		err = vmm_unmap_ment(s, e);
+		if (!err)
+			done += b;
+	}
+out_unlock:
+	pthread_mutex_unlock(&s->lock);
+	if (done)
+		sa_trace(unmap, s->be.device, lo, done);
+	*released = done;
+	return err;
+}
+
 /* Map the segments at src slots also at dst slots (space lock held). */
 static int vmm_alias_locked(struct vmm_space *s, const char *op, uint64_t src,
 			    uint64_t dst, uint64_t bytes)

@@ -200,6 +200,28 @@ int vmm_unmap(struct vmm_space *s, uint64_t va, uint64_t bytes,
 	      unsigned int flags);
 
 /*
+ * Map whatever is not mapped yet of the chunks under [va, va + bytes) (any
+ * alignment; the chunks around it are covered), one vmm_map() per
+ * unmapped run; *@mapped (if not NULL) gets the bytes it mapped.  Cheap
+ * when all is mapped already (one RCU read-side section, a load per
+ * chunk).  On failure the runs mapped before stay mapped (whole, usable
+ * chunks) and the error is vmm_map()'s.
+ */
+int vmm_map_missing(struct vmm_space *s, uint64_t va, uint64_t bytes,
+		    uint64_t *mapped);
+
+/*
+ * The reverse: unmap every mapping lying wholly inside [va, va + bytes)
+ * (chunks only partly inside, unmapped slots and mappings reaching past
+ * either end are left alone), after one device synchronisation unless
+ * VMM_SYNCED (none when nothing is to be unmapped).  *@released gets the
+ * bytes unmapped, also when a driver failure stops it part way (the error
+ * is returned; the table stays exact).
+ */
+int vmm_unmap_present(struct vmm_space *s, uint64_t va, uint64_t bytes,
+		      unsigned int flags, uint64_t *released);
+
+/*
  * Move the chunks mapped at [from, from + bytes) to [to, to + bytes) without
  * copying: same physical pages, new addresses.  The ranges must not
  * overlap; the destination must be unmapped; the source must consist of
