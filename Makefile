@@ -65,6 +65,12 @@ ifeq ($(SANITIZE),1)
 BASE_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer \
 	-fno-sanitize-recover=undefined
 SAN_LDFLAGS := -fsanitize=address,undefined
+LOCKDEP ?= 1
+endif
+# The lock-order checker (lib/lock.h): on in the sanitizer and TSan builds,
+# LOCKDEP=1 for any other.
+ifeq ($(LOCKDEP),1)
+BASE_CFLAGS += -DSTALLOC_LOCKDEP
 endif
 
 URCU_CFLAGS := $(shell $(PKG_CONFIG) --cflags liburcu-bp liburcu-cds 2>/dev/null)
@@ -78,7 +84,7 @@ ALL_CFLAGS = $(BASE_CFLAGS) $(URCU_CFLAGS) $(CFLAGS)
 LIB_LDLIBS := $(URCU_LIBS) $(ZLIB_LIBS) -ldl -lpthread -lm
 
 # ---------------------------------------------------------------- library
-LIB_SRCS := lib/util.c vmm/space.c vmm/map.c vmm/backend-host.c \
+LIB_SRCS := lib/util.c lib/lock.c vmm/space.c vmm/map.c vmm/backend-host.c \
 	$(sort $(wildcard planner/*.c)) \
 	$(sort $(filter-out tracing/lttng-provider.c,$(wildcard tracing/*.c))) \
 	$(sort $(wildcard mapper/*.c))
@@ -97,7 +103,7 @@ LIB_A := $(O)/libstalloc-internal.a
 FAKE_SO := $(O)/libcuda-fake.so
 FAKE_SRCS := $(wildcard tests/fakecuda/fakecuda*.c)
 TEST_NAMES := test-vmm test-util test-vmm-faults test-planner test-pack \
-	test-recorder test-mapper
+	test-recorder test-mapper test-lock
 TEST_BINS := $(TEST_NAMES:%=$(O)/tests/%)
 ifeq ($(HAVE_CUDA_H),y)
 TEST_BINS += $(O)/tests/fakecuda-selftest

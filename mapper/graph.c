@@ -221,3 +221,53 @@ bool gp_free(struct graph_pools *gp, struct sstreams *ss,
 	cds_list_add(&b->free_node, &gp->deferred);
 	return true;
 }
+
+/* ------------------------------------------- the public pool hooks */
+
+enum pool_op { POOL_BEGIN, POOL_END, POOL_RELEASE };
+
+/* One graph pool hook on @device's pool @id, under the device lock. */
+static int pool_hook(int device, enum pool_op op, uint64_t id0, uint64_t id1,
+		     int (*filter)(void *ctx, void *stream), void *ctx,
+		     void (*drop)(void *ctx))
+{
+	const uint64_t id[2] = { id0, id1 };
+	struct mdev *d = dev_get(device);
+	int err;
+
+	if (!d)
+		return -EINVAL;
+	sa_mutex_lock(&d->lock);
+	switch (op) {
+	case POOL_BEGIN:
+		err = gp_begin(&d->gp, &d->ss, id, filter, ctx, drop);
+		break;
+	case POOL_END:
+		err = gp_end(&d->gp, &d->ss, &d->dyn, &d->slab, id);
+		break;
+	default:
+		err = gp_release(&d->gp, &d->ss, &d->dyn, id);
+		break;
+	}
+	sa_mutex_unlock(&d->lock);
+	if (err)
+		sa_log(STALLOC_LOG_ERROR, "%s", stalloc_last_error());
+	return err;
+}
+
+int stalloc_pool_begin(int device, uint64_t id0, uint64_t id1,
+		       int (*filter)(void *ctx, void *stream), void *ctx,
+		       void (*drop)(void *ctx))
+{
+	return pool_hook(device, POOL_BEGIN, id0, id1, filter, ctx, drop);
+}
+
+int stalloc_pool_end(int device, uint64_t id0, uint64_t id1)
+{
+	return pool_hook(device, POOL_END, id0, id1, NULL, NULL, NULL);
+}
+
+int stalloc_pool_release(int device, uint64_t id0, uint64_t id1)
+{
+	return pool_hook(device, POOL_RELEASE, id0, id1, NULL, NULL, NULL);
+}

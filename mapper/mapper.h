@@ -2,10 +2,51 @@
 /*
  * mapper/mapper.h - the runtime's internal interface
  *
- * One struct mdev per device: its vmm space, its dynamic region, a
- * lock-free hash table from address to block for the free path, the trace
- * recorder in trace mode, and statistics.  dyn.c is the dynamic region's
- * allocator; runtime.c the devices, modes and the public entry points.
+ * One struct mdev per device: its vmm space, its dynamic region and slabs,
+ * its plan (the matcher), a lock-free hash table from address to block for
+ * the free path, the trace recorder, and statistics.  The files:
+ *
+ *   alloc.c	the allocation fast path: stalloc_malloc, stalloc_free,
+ *		stalloc_record_stream
+ *   device.c	device life: set-up, modes, plan loading, fork, trimming,
+ *		shutdown
+ *   auto.c	markers and auto mode (trace, plan in a thread, switch)
+ *   stats.c	statistics, out-of-memory reports, the control socket's
+ *		snapshot
+ *   dyn.c, slab.c, match.c, streams.c, graph.c	the allocators and
+ *		stream and graph rules they share
+ *   ctl-server.c, ctl-answer.c	the control socket
+ *
+ * Lock ordering (lib/lock.h ranks; a debug build checks it at run time):
+ *
+ *   ctl_lock			(ctl-server.c: the socket thread's start/stop)
+ *     devs_lock		(device.c: the device table, fork, shutdown)
+ *       mdev->lock		(one device's allocator; all of them, in
+ *				 index order, at fork)
+ *         vmm_space->lock	(vmm/: the space's slot table and pool;
+ *				 the device synchronisation before an unmap
+ *				 runs under it)
+ *           trec_all_lock	(tracing/recorder.c: the recorder list)
+ *             trec->lock	(one recorder's buffer; a snprintf only)
+ *               trec->wlock	(one recorder's file; write(2) only)
+ *
+ * and the rules that do not fit a rank:
+ *   - The RCU read side (urcu-bp) may be entered before mdev->lock (the
+ *     free path looks its block up lock-free, then locks the device); so
+ *     nothing that waits for a grace period (urcu_bp_synchronize_rcu,
+ *     urcu_bp_barrier) may run under mdev->lock or inside a read section.
+ *     Freed descriptors go through call_rcu instead.
+ *   - No lock is held across a trace write to a file (the recorder queues
+ *     buffers under trec->lock and writes them holding trec->wlock only),
+ *     and the allocator takes mdev->lock only after a record is queued.
+ *   - ctl_start() runs after devs_lock is dropped; ctl_stop() before it is
+ *     taken.  The control thread reads devices through mapper_view_get()
+ *     (mdev->lock, briefly) and vmm RCU readers.
+ *   - The auto planner thread holds no lock while it plans; it takes
+ *     mdev->lock only to publish its plan.
+ *   - Whole-device synchronisations (vmm_sync) happen under mdev->lock
+ *     and vmm_space->lock only: on the out-of-memory path and before an
+ *     unmap, never on the allocation fast path.
  */
 #ifndef STALLOC_MAPPER_MAPPER_H
 #define STALLOC_MAPPER_MAPPER_H
@@ -20,8 +61,12 @@
 
 #include <stalloc/stalloc.h>
 
+#include "../lib/lock.h"
+#include "../lib/util.h"
+#include "../tracing/recorder.h"
 #include "../vmm/vmm.h"
 #include "graph.h"
+#include "match.h"
 #include "streams.h"
 
 #define DYN_ALIGN 512
@@ -156,9 +201,117 @@ void slab_free(struct slab_cache *sc, struct mblock *o);
 void slab_trim(struct slab_cache *sc);
 void slab_destroy(struct slab_cache *sc);
 
-/* ---------------------------------- introspection (the control socket) */
+/* ------------------------------------------------------------- devices */
 
 #define MAPPER_MAX_DEVICES 64
+
+enum mdev_mode { MDEV_OFF, MDEV_TRACE, MDEV_PLAN, MDEV_AUTO };
+
+/**
+ * struct mdev - one device's allocator
+ * @device: its ordinal
+ * @mode: what STALLOC_MODE asked for
+ * @lock: the allocator lock (rank SA_RANK_DEV): every field below that
+ *	changes after set-up, unless said otherwise
+ * @vmm: its address space
+ * @dyn: the dynamic region; @slab: slabs carved from it
+ * @ss: its streams (mapper/streams.h)
+ * @gp: CUDA graph pools
+ * @blocks: live dynamic blocks by address (rculfhash, read lock-free)
+ * @rec: trace recorder (trace mode, auto mode while tracing), or NULL
+ * @planned: a usable plan is in use (read without the lock: atomics)
+ * @match: the plan and where the requests are in it (when @planned)
+ * @auto_iters: auto mode: iterations to trace before planning
+ * @auto_marks: iteration markers seen while tracing
+ * @auto_started: the planner thread @auto_thread was started
+ * @auto_plan: its plan, published under @lock, taken at a marker
+ * @auto_path: the trace it plans from
+ * @plan_path: where the plan in use came from (introspection)
+ * @next_id: the last trace ID handed out
+ * @st: statistics (@st.bad_frees is atomic, the rest under @lock)
+ * @fraction: memory fraction PyTorch set (0: none)
+ * @cache_limit: STALLOC_CACHE_LIMIT, the most cached bytes kept
+ * @warm_trim: first planned iteration: dynamic memory freed is unmapped
+ *	at once (read without the lock: atomics)
+ * @orphan_next: after fork, the parent's devices of an older generation
+ */
+struct mdev {
+	int device;
+	enum mdev_mode mode;
+	struct sa_mutex lock;
+	struct vmm_space *vmm;
+	struct dyn_region dyn;
+	struct slab_cache slab;
+	struct sstreams ss;
+	struct graph_pools gp;
+	struct cds_lfht *blocks;
+	struct trec *rec;
+	bool planned;
+	struct matcher match;
+	uint64_t auto_iters;
+	uint64_t auto_marks;
+	bool auto_started;
+	pthread_t auto_thread;
+	struct stalloc_plan *auto_plan;
+	char auto_path[4096];
+	char plan_path[4096];
+	uint64_t next_id;
+	struct stalloc_stats st;
+	double fraction;
+	uint64_t cache_limit;
+	bool warm_trim;
+	struct mdev *orphan_next;
+};
+
+/* The devices in use (RCU-published), and the parent's after a fork. */
+extern struct mdev *mdev_table[MAPPER_MAX_DEVICES];
+extern struct mdev *mdev_orphans[MAPPER_MAX_DEVICES];
+
+/* device.c: make the device's state on first use; NULL and a message. */
+struct mdev *dev_get_slow(int device);
+
+/* The device's state, made on first use; NULL (and a message) on error. */
+static inline struct mdev *dev_get(int device)
+{
+	struct mdev *d = NULL;
+
+	if (likely(device >= 0 && device < MAPPER_MAX_DEVICES))
+		d = rcu_dereference(mdev_table[device]);
+	return likely(d) ? d : dev_get_slow(device);
+}
+
+/* The device's state if it was ever used, else NULL (no set-up). */
+static inline struct mdev *dev_peek(int device)
+{
+	if (device < 0 || device >= MAPPER_MAX_DEVICES)
+		return NULL;
+	return rcu_dereference(mdev_table[device]);
+}
+
+/* Is @addr in a range of the parent's devices (in a forked child)? */
+bool dev_orphan_owns(int device, uint64_t addr);
+/*
+ * Give cached memory back (free chunks unmapped, pooled chunks released);
+ * nothing while a graph is captured.  Device lock held, not inside an RCU
+ * read-side section.
+ */
+void dev_trim(struct mdev *d);
+/* The STALLOC_CACHE_LIMIT policy: trim when the cache passes it. */
+void dev_high_water(struct mdev *d);
+/* Out of memory for @size: log what is allocated, reserved and mapped. */
+void dev_report_oom(struct mdev *d, size_t size);
+/*
+ * The warm-up is over (the matcher told so): free what it left mapped in
+ * the dynamic region.  Device lock held, no RCU read-side section.
+ */
+void dev_warmup_done(struct mdev *d);
+
+/* auto.c: set up auto mode (dynamic region in the upper half, tracing). */
+int dev_auto_start(struct mdev *d);
+/* auto.c: an "iteration" marker in auto mode, not planned yet. */
+void dev_auto_mark(struct mdev *d);
+
+/* ---------------------------------- introspection (the control socket) */
 
 enum mapper_owner {
 	MAPPER_PLAN, /* a planned slot */

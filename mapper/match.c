@@ -572,3 +572,19 @@ static void missed_marker(struct matcher *m, uint64_t asize)
 	m->implicit = true;
 	inferred_iteration(m);
 }
+
+void match_start_planned(struct matcher *m)
+{
+	m->marks = m->plan->warmup;
+	m->pro_pos = m->plan->nr_prologue;
+	m->pro_next = m->nr_pro;
+}
+
+bool match_warm_over(struct matcher *m, bool *first)
+{
+	if (!m->warm_done)
+		return false;
+	m->warm_done = false;
+	*first = m->marks == m->plan->warmup + 1;
+	return true;
+}

@@ -118,4 +118,16 @@ void match_record_stream(struct matcher *m, size_t idx, void *stream);
  */
 bool match_iteration(struct matcher *m);
 
+/*
+ * A plan made in-process (auto mode) takes over at an iteration marker:
+ * the prologue and the warm-up it describes are behind, so the marker
+ * being handled starts a planned iteration.
+ */
+void match_start_planned(struct matcher *m);
+/*
+ * The warm-up just ended (@warm_done): true once, clearing it; *@first
+ * tells that the first planned iteration is the one beginning.
+ */
+bool match_warm_over(struct matcher *m, bool *first);
+
 #endif /* STALLOC_MAPPER_MATCH_H */

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# The admin tool for the control socket (mapper/ctl.c): build/stallocctl.
+# The admin tool for the control socket (mapper/ctl-server.c, ctl-answer.c): build/stallocctl.
 EXTRA_PROGRAMS += $(O)/stallocctl
 LINT_SRCS += tools/stallocctl.c
 

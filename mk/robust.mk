@@ -30,7 +30,7 @@ TSAN_RUN = TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 \
 
 .PHONY: check-tsan
 check-tsan:
-	$(Q)$(MAKE) --no-print-directory O=$(TSAN_O) SANITIZE=0 \
+	$(Q)$(MAKE) --no-print-directory O=$(TSAN_O) SANITIZE=0 LOCKDEP=1 \
 		CFLAGS="$(TSAN_FLAGS)" LDFLAGS="$(TSAN_FLAGS)" \
 		$(TSAN_O)/tests/test-torture \
 		$(if $(HAVE_CUDA_H),$(TSAN_O)/libcuda-fake.so)

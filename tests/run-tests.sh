@@ -64,6 +64,7 @@ run() {
 }
 
 run util -- "$O/tests/test-util"
+run lock -- "$O/tests/test-lock"
 run planner SHARED="$SHARED" -- "$O/tests/test-planner"
 run pack -- "$O/tests/test-pack"
 run recorder -- "$O/tests/test-recorder"

@@ -478,8 +478,8 @@ static void test_map_missing_unmap_present(void **state)
 	assert_int_equal(st.bytes_mapped, 6 * c);
 
 	/* a chunk only partly inside stays; slot 0 is not inside */
-	assert_int_equal(vmm_unmap_present(f->s, va_at(f, 0) + 1,
-					   6 * c - 1, 0, &got),
+	assert_int_equal(vmm_unmap_present(f->s, va_at(f, 0) + 1, 6 * c - 1, 0,
+					   &got),
 			 0);
 	assert_int_equal(got, 5 * c);
 	assert_true(vmm_is_mapped(f->s, va_at(f, 0), c));
@@ -730,14 +730,14 @@ static void *hold_lock(void *arg)
 {
 	struct holder *h = arg;
 
-	pthread_mutex_lock(&h->s->lock);
+	sa_mutex_lock(&h->s->lock);
 	pthread_mutex_lock(&h->m);
 	h->state = 1;
 	pthread_cond_broadcast(&h->cv);
 	while (h->state != 2)
 		pthread_cond_wait(&h->cv, &h->m);
 	pthread_mutex_unlock(&h->m);
-	pthread_mutex_unlock(&h->s->lock);
+	sa_mutex_unlock(&h->s->lock);
 	return NULL;
 }
 

@@ -31,6 +31,7 @@
 
 #include <urcu/list.h>
 
+#include "../lib/lock.h"
 #include "../lib/util.h"
 #include "recorder.h"
 
@@ -44,12 +45,12 @@ struct trec_buf {
 };
 
 struct trec {
-	pthread_mutex_t lock;
+	struct sa_mutex lock;
 	struct trec_buf cur;
 	uint64_t seq;
 	uint64_t next_gen;
 	uint64_t events;
-	pthread_mutex_t wlock;
+	struct sa_mutex wlock;
 	pthread_cond_t wcond;
 	uint64_t written_gen;
 	int fd;
@@ -61,7 +62,8 @@ struct trec {
 };
 
 static CDS_LIST_HEAD(trec_all);
-static pthread_mutex_t trec_all_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sa_mutex trec_all_lock =
+	SA_MUTEX_INIT(SA_RANK_TREC_ALL, "trec_all_lock");
 static pthread_once_t trec_once = PTHREAD_ONCE_INIT;
 static unsigned long trec_fork_gen;
 
@@ -69,17 +71,17 @@ static void trec_atexit(void)
 {
 	struct trec *r;
 
-	pthread_mutex_lock(&trec_all_lock);
+	sa_mutex_lock(&trec_all_lock);
 	cds_list_for_each_entry(r, &trec_all, node)
 		trec_flush(r);
-	pthread_mutex_unlock(&trec_all_lock);
+	sa_mutex_unlock(&trec_all_lock);
 }
 
 static void trec_child(void)
 {
 	/* recorders opened before the fork belong to the parent */
 	trec_fork_gen++;
-	pthread_mutex_init(&trec_all_lock, NULL);
+	sa_mutex_init(&trec_all_lock, SA_RANK_TREC_ALL, "trec_all_lock");
 	CDS_INIT_LIST_HEAD(&trec_all);
 }
 
@@ -151,15 +153,15 @@ static void trec_fail(struct trec *r, const char *why)
 /* Write buffer @b in its turn; frees its data. */
 static void trec_write(struct trec *r, struct trec_buf *b)
 {
-	pthread_mutex_lock(&r->wlock);
+	sa_mutex_lock(&r->wlock);
 	while (r->written_gen != b->gen)
-		pthread_cond_wait(&r->wcond, &r->wlock);
+		sa_cond_wait(&r->wcond, &r->wlock);
 	if (!__atomic_load_n(&r->failed, __ATOMIC_ACQUIRE) &&
 	    sa_write_all(r->fd, b->data, b->len))
 		trec_fail(r, strerror(errno));
 	r->written_gen++;
 	pthread_cond_broadcast(&r->wcond);
-	pthread_mutex_unlock(&r->wlock);
+	sa_mutex_unlock(&r->wlock);
 	free(b->data);
 	b->data = NULL;
 }
@@ -204,9 +206,9 @@ static void trec_event(struct trec *r, char op, uint64_t id, uint64_t size,
 
 	if (!trec_live(r))
 		return;
-	pthread_mutex_lock(&r->lock);
+	sa_mutex_lock(&r->lock);
 	if (!r->cur.data) {
-		pthread_mutex_unlock(&r->lock);
+		sa_mutex_unlock(&r->lock);
 		trec_fail(r, "out of memory");
 		return;
 	}
@@ -230,7 +232,7 @@ static void trec_event(struct trec *r, char op, uint64_t id, uint64_t size,
 		r->events++;
 	}
 	take = trec_take(r, op == 'm', &full);
-	pthread_mutex_unlock(&r->lock);
+	sa_mutex_unlock(&r->lock);
 	if (take)
 		trec_write(r, &full);
 }
@@ -267,9 +269,9 @@ int trec_flush(struct trec *r)
 
 	if (!trec_live(r))
 		return r && r->fork_gen == trec_fork_gen ? -EIO : 0;
-	pthread_mutex_lock(&r->lock);
+	sa_mutex_lock(&r->lock);
 	take = r->cur.data && trec_take(r, true, &full);
-	pthread_mutex_unlock(&r->lock);
+	sa_mutex_unlock(&r->lock);
 	if (take)
 		trec_write(r, &full);
 	return trec_ok(r) ? 0 : -EIO;
@@ -306,12 +308,12 @@ int trec_open(const char *pattern, int device, struct trec **out)
 	}
 	r->device = device;
 	r->fork_gen = trec_fork_gen;
-	pthread_mutex_init(&r->lock, NULL);
-	pthread_mutex_init(&r->wlock, NULL);
+	sa_mutex_init(&r->lock, SA_RANK_TREC, "trec->lock");
+	sa_mutex_init(&r->wlock, SA_RANK_TREC_WRITE, "trec->wlock");
 	pthread_cond_init(&r->wcond, NULL);
-	pthread_mutex_lock(&trec_all_lock);
+	sa_mutex_lock(&trec_all_lock);
 	cds_list_add(&r->node, &trec_all);
-	pthread_mutex_unlock(&trec_all_lock);
+	sa_mutex_unlock(&trec_all_lock);
 	*out = r;
 	return 0;
 
@@ -331,17 +333,17 @@ int trec_close(struct trec *r)
 		return 0;
 	err = trec_flush(r);
 	if (r->fork_gen == trec_fork_gen) {
-		pthread_mutex_lock(&trec_all_lock);
+		sa_mutex_lock(&trec_all_lock);
 		cds_list_del(&r->node);
-		pthread_mutex_unlock(&trec_all_lock);
+		sa_mutex_unlock(&trec_all_lock);
 	}
 	if (close(r->fd) && !err)
 		err = sa_error(-EIO, "trace: %s: %s", r->path, strerror(errno));
 	else if (err)
 		err = sa_error(-EIO, "trace: %s: events were lost", r->path);
 	free(r->cur.data);
-	pthread_mutex_destroy(&r->lock);
-	pthread_mutex_destroy(&r->wlock);
+	sa_mutex_destroy(&r->lock);
+	sa_mutex_destroy(&r->wlock);
 	pthread_cond_destroy(&r->wcond);
 	free(r);
 	return err;

@@ -402,7 +402,7 @@ int vmm_map(struct vmm_space *s, uint64_t va, uint64_t bytes)
 		err = sa_error(-ENOMEM, "vmm: out of host memory");
 		goto out_free;
 	}
-	pthread_mutex_lock(&s->lock);
+	sa_mutex_lock(&s->lock);
 	err = vmm_need_free(s, "map", first, n);
 	if (err)
 		goto out_unlock;
@@ -424,7 +424,7 @@ out_free_ments:
 out_drop:
 	vmm_drop_new(s, segs, k, nr_new);
 out_unlock:
-	pthread_mutex_unlock(&s->lock);
+	sa_mutex_unlock(&s->lock);
 out_free:
 	free(ments);
 	free(segs);
@@ -484,7 +484,7 @@ int vmm_unmap(struct vmm_space *s, uint64_t va, uint64_t bytes,
 		return err;
 	first = vmm_slot(s, va);
 	n = bytes / s->chunk;
-	pthread_mutex_lock(&s->lock);
+	sa_mutex_lock(&s->lock);
 	err = vmm_need_mapped(s, "unmap", first, n);
 	if (err)
 		goto out_unlock;
@@ -505,7 +505,7 @@ int vmm_unmap(struct vmm_space *s, uint64_t va, uint64_t bytes,
 	if (ret)
 		err = ret;
 out_unlock:
-	pthread_mutex_unlock(&s->lock);
+	sa_mutex_unlock(&s->lock);
 	if (!err)
 		sa_trace(unmap, s->be.device, va, bytes);
 	return err;
@@ -541,7 +541,8 @@ static uint64_t vmm_hole(struct vmm_space *s, uint64_t i, uint64_t end,
 	urcu_bp_read_lock();
 	while (i < end && rcu_dereference(s->slots[i]))
 		i++;
-	for (*run_end = i; *run_end < end && !rcu_dereference(s->slots[*run_end]);
+	for (*run_end = i;
+	     *run_end < end && !rcu_dereference(s->slots[*run_end]);
 	     (*run_end)++)
 		;
 	urcu_bp_read_unlock();
@@ -602,7 +603,7 @@ int vmm_unmap_present(struct vmm_space *s, uint64_t va, uint64_t bytes,
 		return 0;
 	first = vmm_slot(s, lo);
 	n = (hi - lo) / s->chunk;
-	pthread_mutex_lock(&s->lock);
+	sa_mutex_lock(&s->lock);
 	if (!vmm_any_inside(s, first, n))
 		goto out_unlock;
 	err = vmm_sync_locked(s, flags);
@@ -623,7 +624,7 @@ int vmm_unmap_present(struct vmm_space *s, uint64_t va, uint64_t bytes,
 			done += b;
 	}
 out_unlock:
-	pthread_mutex_unlock(&s->lock);
+	sa_mutex_unlock(&s->lock);
 	if (done)
 		sa_trace(unmap, s->be.device, lo, done);
 	*released = done;
@@ -693,9 +694,9 @@ int vmm_alias(struct vmm_space *s, uint64_t src, uint64_t dst, uint64_t bytes)
 
 	if (err)
 		return err;
-	pthread_mutex_lock(&s->lock);
+	sa_mutex_lock(&s->lock);
 	err = vmm_alias_locked(s, "alias", src, dst, bytes);
-	pthread_mutex_unlock(&s->lock);
+	sa_mutex_unlock(&s->lock);
 	return err;
 }
 
@@ -706,12 +707,12 @@ int vmm_remap(struct vmm_space *s, uint64_t from, uint64_t to, uint64_t bytes,
 
 	if (err)
 		return err;
-	pthread_mutex_lock(&s->lock);
+	sa_mutex_lock(&s->lock);
 	err = vmm_alias_locked(s, "remap", from, to, bytes);
 	if (!err)
 		err = vmm_sync_locked(s, flags);
 	if (!err)
 		err = vmm_unmap_inside(s, vmm_slot(s, from), bytes / s->chunk);
-	pthread_mutex_unlock(&s->lock);
+	sa_mutex_unlock(&s->lock);
 	return err;
 }

@@ -212,7 +212,7 @@ int vmm_space_create(const struct vmm_config *cfg, struct vmm_space **out)
 				cfg->device);
 	pthread_once(&vmm_atfork_once, vmm_atfork_register);
 	s->fork_gen = __atomic_load_n(&vmm_fork_gen, __ATOMIC_RELAXED);
-	pthread_mutex_init(&s->lock, NULL);
+	sa_mutex_init(&s->lock, SA_RANK_VMM, "vmm_space->lock");
 	CDS_INIT_LIST_HEAD(&s->pool);
 	s->next_id = 1;
 	err = vmm_open_backend(s, cfg);
@@ -249,7 +249,7 @@ err_free_slots:
 err_close:
 	s->be.ops->close(&s->be);
 err_free:
-	pthread_mutex_destroy(&s->lock);
+	sa_mutex_destroy(&s->lock);
 	free(s);
 	return err;
 }
@@ -297,11 +297,11 @@ void vmm_space_destroy(struct vmm_space *s)
 		free(s);
 		return;
 	}
-	pthread_mutex_lock(&s->lock);
+	sa_mutex_lock(&s->lock);
 	if (vmm_counted(s, VMM_CALL_SYNC, s->be.ops->synchronize(&s->be, NULL)))
 		sa_log(STALLOC_LOG_ERROR, "%s", stalloc_last_error());
 	vmm_teardown_unmap(s);
-	pthread_mutex_unlock(&s->lock);
+	sa_mutex_unlock(&s->lock);
 	for (t = 0; t < VMM_TEARDOWN_TRIES; t++)
 		if (!vmm_trim(s, 0))
 			break;
@@ -323,7 +323,7 @@ void vmm_space_destroy(struct vmm_space *s)
 out_close:
 	s->be.ops->close(&s->be);
 	free(s->slots);
-	pthread_mutex_destroy(&s->lock);
+	sa_mutex_destroy(&s->lock);
 	free(s);
 }
 
@@ -381,7 +381,7 @@ int vmm_trim(struct vmm_space *s, uint64_t keep_bytes)
 
 	if (err)
 		return err;
-	pthread_mutex_lock(&s->lock);
+	sa_mutex_lock(&s->lock);
 	while (s->st.chunks_pooled * s->chunk > keep_bytes) {
 		/* Release the least recently used segment first. */
 		/* cppcheck-suppress nullPointer ; container_of idiom */
@@ -390,7 +390,7 @@ int vmm_trim(struct vmm_space *s, uint64_t keep_bytes)
 		if (err)
 			break;
 	}
-	pthread_mutex_unlock(&s->lock);
+	sa_mutex_unlock(&s->lock);
 	vmm_segs_free(&dead);
 	return err;
 }
@@ -409,17 +409,17 @@ int vmm_event_new(struct vmm_space *s, uint64_t *ev)
 {
 	int err;
 
-	pthread_mutex_lock(&s->lock);
+	sa_mutex_lock(&s->lock);
 	err = vmm_counted(s, VMM_CALL_ORDER, s->be.ops->event_new(&s->be, ev));
-	pthread_mutex_unlock(&s->lock);
+	sa_mutex_unlock(&s->lock);
 	return err;
 }
 
 void vmm_event_free(struct vmm_space *s, uint64_t ev)
 {
-	pthread_mutex_lock(&s->lock);
+	sa_mutex_lock(&s->lock);
 	s->be.ops->event_free(&s->be, ev);
-	pthread_mutex_unlock(&s->lock);
+	sa_mutex_unlock(&s->lock);
 }
 
 int vmm_event_record(struct vmm_space *s, uint64_t ev, void *stream)
@@ -428,10 +428,10 @@ int vmm_event_record(struct vmm_space *s, uint64_t ev, void *stream)
 
 	if (err)
 		return err;
-	pthread_mutex_lock(&s->lock);
+	sa_mutex_lock(&s->lock);
 	err = vmm_counted(s, VMM_CALL_ORDER,
 			  s->be.ops->event_record(&s->be, ev, stream));
-	pthread_mutex_unlock(&s->lock);
+	sa_mutex_unlock(&s->lock);
 	return err;
 }
 
@@ -439,10 +439,10 @@ int vmm_stream_wait(struct vmm_space *s, void *stream, uint64_t ev)
 {
 	int err;
 
-	pthread_mutex_lock(&s->lock);
+	sa_mutex_lock(&s->lock);
 	err = vmm_counted(s, VMM_CALL_ORDER,
 			  s->be.ops->stream_wait(&s->be, stream, ev));
-	pthread_mutex_unlock(&s->lock);
+	sa_mutex_unlock(&s->lock);
 	return err;
 }
 
@@ -540,9 +540,9 @@ void vmm_get_stats(struct vmm_space *s, struct vmm_stats *st)
 	if (vmm_forked(s)) {
 		*st = s->st; /* the lock may be held for ever here */
 	} else {
-		pthread_mutex_lock(&s->lock);
+		sa_mutex_lock(&s->lock);
 		*st = s->st;
-		pthread_mutex_unlock(&s->lock);
+		sa_mutex_unlock(&s->lock);
 	}
 	for (k = 0; k < VMM_CALL_NR; k++) {
 		st->calls[k] =
@@ -606,7 +606,7 @@ void vmm_set_phys_limit(struct vmm_space *s, uint64_t bytes)
 {
 	if (vmm_forked(s))
 		return;
-	pthread_mutex_lock(&s->lock);
+	sa_mutex_lock(&s->lock);
 	s->phys_limit = bytes;
-	pthread_mutex_unlock(&s->lock);
+	sa_mutex_unlock(&s->lock);
 }

@@ -10,6 +10,7 @@
 #include <urcu/list.h>
 #include <urcu/urcu-bp.h>
 
+#include "../lib/lock.h"
 #include "vmm.h"
 
 /**
@@ -71,7 +72,7 @@ struct vmm_ment {
  */
 struct vmm_space {
 	struct vmm_backend be;
-	pthread_mutex_t lock;
+	struct sa_mutex lock;
 	uint64_t base;
 	uint64_t size;
 	size_t chunk;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * tests/fuzz/fuzz-ctl.c - libFuzzer target for the control socket's
- * request handling (mapper/ctl.c: ctl_request)
+ * request handling (mapper/ctl-answer.c: ctl_request)
  *
  * A device is made once (host backend, no socket thread) with planned
  * nothing, a few dynamic and slab blocks live and some memory cached, so

@@ -1,0 +1,423 @@
+// SPDX-License-Identifier: MIT
+/*
+ * mapper/device.c - a device's life: set-up, modes, plan loading, fork,
+ * trimming, memory fraction and shutdown
+ *
+ * A device's state is made on its first request (dev_get_slow) and
+ * published in mdev_table[] with rcu_set_pointer, so the fast path finds
+ * it with one load; it lives until stalloc_shutdown().  Modes
+ * (STALLOC_MODE): "off" serves everything from the dynamic region;
+ * "trace" also records every request (STALLOC_TRACE); "plan" serves the
+ * plan STALLOC_PLAN from a pool at the start of the space, the dynamic
+ * region after it; "auto" traces, plans in-process and switches (auto.c).
+ * A plan that cannot be used is reported and the device goes on in off
+ * mode: a bad plan never stops a training job.
+ *
+ * Fork: pthread_atfork takes devs_lock and every device lock in order, so
+ * the child finds none held; the child drops every device into
+ * mdev_orphans[] (a CUDA context does not survive fork), never frees or
+ * uses them, and makes its own on first use.
+ *
+ * Locking: devs_lock guards the table's changes, fractions[] and fork;
+ * see mapper.h ("Lock ordering").
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../lib/util.h"
+#include "../tracing/tp.h"
+#include "mapper.h"
+
+struct mdev *mdev_table[MAPPER_MAX_DEVICES];
+struct mdev *mdev_orphans[MAPPER_MAX_DEVICES];
+static double fractions[MAPPER_MAX_DEVICES];
+static struct sa_mutex devs_lock = SA_MUTEX_INIT(SA_RANK_DEVS, "devs_lock");
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static int parse_mode(enum mdev_mode *m)
+{
+	const char *s = getenv("STALLOC_MODE");
+
+	if (!s || !*s || !strcasecmp(s, "off")) {
+		*m = MDEV_OFF;
+		return 0;
+	}
+	if (!strcasecmp(s, "trace")) {
+		*m = MDEV_TRACE;
+		return 0;
+	}
+	if (!strcasecmp(s, "plan")) {
+		*m = MDEV_PLAN;
+		return 0;
+	}
+	if (!strcasecmp(s, "auto")) {
+		*m = MDEV_AUTO;
+		return 0;
+	}
+	return sa_error(-EINVAL,
+			"runtime: STALLOC_MODE=\"%s\" is not supported here "
+			"(want off, trace, plan or auto)",
+			s);
+}
+
+static int dev_open_vmm(struct mdev *d)
+{
+	struct vmm_config cfg = { .device = d->device };
+	int err;
+
+	err = sa_env_size("STALLOC_CACHE_LIMIT", 0, &d->cache_limit);
+	if (err)
+		return err;
+	err = vmm_space_create(&cfg, &d->vmm);
+	if (err)
+		return err;
+	if (d->fraction > 0 && d->fraction < 1) {
+		uint64_t lim = (uint64_t)((double)vmm_device_bytes(d->vmm) *
+					  d->fraction);
+
+		vmm_set_phys_limit(d->vmm, lim);
+	}
+	ss_init(&d->ss, d->vmm);
+	gp_init(&d->gp);
+	dyn_init(&d->dyn, d->vmm, vmm_base(d->vmm),
+		 vmm_base(d->vmm) + vmm_size(d->vmm), &d->ss);
+	return 0;
+}
+
+/*
+ * Plan mode: read STALLOC_PLAN and put the static pool at the start of the
+ * space, the dynamic region after it.  A plan that cannot be used is
+ * reported and the device goes on in off mode: a bad plan must never stop
+ * a training job.
+ */
+static void dev_load_plan(struct mdev *d)
+{
+	const char *pat = getenv("STALLOC_PLAN");
+	struct stalloc_plan *plan;
+	char path[4096];
+	uint64_t pool;
+	int err;
+
+	err = pat && *pat ?
+		      trec_expand_path(pat, d->device, path, sizeof(path)) :
+		      sa_error(-EINVAL, "STALLOC_PLAN is not set");
+	if (!err)
+		err = stalloc_plan_read(path, &plan);
+	if (!err)
+		err = match_init(&d->match, plan, d->vmm, &d->ss);
+	if (err) {
+		sa_log(STALLOC_LOG_WARN,
+		       "runtime: device %d: plan mode without a plan (%s): "
+		       "continuing in off mode",
+		       d->device, stalloc_last_error());
+		return;
+	}
+	snprintf(d->plan_path, sizeof(d->plan_path), "%s", path);
+	pool = match_pool_bytes(&d->match);
+	dyn_init(&d->dyn, d->vmm, vmm_base(d->vmm) + pool,
+		 vmm_base(d->vmm) + vmm_size(d->vmm), &d->ss);
+	d->planned = true;
+}
+
+static int dev_create(int device, struct mdev **out)
+{
+	struct mdev *d = calloc(1, sizeof(*d));
+	int err;
+
+	if (!d)
+		return sa_error(-ENOMEM, "runtime: out of host memory");
+	d->device = device;
+	d->fraction = fractions[device];
+	sa_mutex_init(&d->lock, SA_RANK_DEV, "mdev->lock");
+	sa_tp_init();
+	err = parse_mode(&d->mode);
+	if (err)
+		goto err_free;
+	err = dev_open_vmm(d);
+	if (err)
+		goto err_free;
+	slab_init(&d->slab, &d->dyn);
+	d->blocks = cds_lfht_new_flavor(
+		1024, 1024, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING,
+		&urcu_bp_flavor, NULL);
+	if (!d->blocks) {
+		err = sa_error(-ENOMEM, "runtime: out of host memory");
+		goto err_vmm;
+	}
+	if (d->mode == MDEV_PLAN)
+		dev_load_plan(d);
+	if (d->mode == MDEV_AUTO) {
+		err = dev_auto_start(d);
+		if (err)
+			goto err_ht;
+	}
+	if (d->mode == MDEV_TRACE) {
+		const char *pat = getenv("STALLOC_TRACE");
+
+		err = trec_open(pat && *pat ? pat : "stalloc-%p-%d.trace",
+				device, &d->rec);
+		if (err)
+			goto err_ht;
+	}
+	sa_log(STALLOC_LOG_INFO, "runtime: device %d ready (mode %s)", device,
+	       d->planned	     ? "plan" :
+	       d->mode == MDEV_TRACE ? "trace" :
+				       "off");
+	*out = d;
+	return 0;
+
+err_ht:
+	cds_lfht_destroy(d->blocks, NULL);
+err_vmm:
+	ss_destroy(&d->ss);
+	vmm_space_destroy(d->vmm);
+err_free:
+	sa_mutex_destroy(&d->lock);
+	free(d);
+	return err;
+}
+
+static void fork_prepare(void)
+{
+	int i;
+
+	sa_mutex_lock(&devs_lock);
+	for (i = 0; i < MAPPER_MAX_DEVICES; i++)
+		if (mdev_table[i])
+			sa_mutex_lock_nested(&mdev_table[i]->lock);
+}
+
+static void fork_parent(void)
+{
+	int i;
+
+	for (i = 0; i < MAPPER_MAX_DEVICES; i++)
+		if (mdev_table[i])
+			sa_mutex_unlock(&mdev_table[i]->lock);
+	sa_mutex_unlock(&devs_lock);
+}
+
+/*
+ * The child: every lock free again.  Every device is the parent's (a CUDA
+ * context, its events and mappings mean nothing here; the vmm layer
+ * refuses a space made before fork): it is dropped, never freed or used,
+ * and made anew on the child's first use.
+ */
+static void fork_child(void)
+{
+	int i;
+
+	for (i = 0; i < MAPPER_MAX_DEVICES; i++) {
+		struct mdev *d = mdev_table[i];
+
+		if (!d)
+			continue;
+		sa_mutex_unlock(&d->lock);
+		d->orphan_next = mdev_orphans[i];
+		mdev_orphans[i] = d;
+		mdev_table[i] = NULL; /* left to the parent */
+	}
+	sa_mutex_unlock(&devs_lock);
+}
+
+static void fork_register(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+struct mdev *dev_get_slow(int device)
+{
+	struct mdev *d;
+	int err = 0;
+
+	if (unlikely(device < 0 || device >= MAPPER_MAX_DEVICES)) {
+		sa_record_error(-EINVAL,
+				"runtime: device %d out of range (0..%d)",
+				device, MAPPER_MAX_DEVICES - 1);
+		return NULL;
+	}
+	d = rcu_dereference(mdev_table[device]);
+	if (likely(d))
+		return d;
+	pthread_once(&fork_once, fork_register);
+	sa_mutex_lock(&devs_lock);
+	d = mdev_table[device];
+	if (!d) {
+		err = dev_create(device, &d);
+		if (!err)
+			rcu_set_pointer(&mdev_table[device], d);
+	}
+	sa_mutex_unlock(&devs_lock);
+	if (err) {
+		sa_log(STALLOC_LOG_ERROR, "%s", stalloc_last_error());
+		return NULL;
+	}
+	ctl_start();
+	return d;
+}
+
+/* Give cached memory back: free chunks unmapped, pooled chunks released. */
+void dev_trim(struct mdev *d)
+{
+	if (d->ss.capture)
+		return; /* no unmap while a graph is captured */
+	slab_trim(&d->slab);
+	dyn_release(&d->dyn);
+	vmm_trim(d->vmm, 0);
+}
+
+/*
+ * The high-water policy: when the physical memory held beyond what is
+ * allocated passes STALLOC_CACHE_LIMIT, give the cache back.  Device lock
+ * held, and no RCU read-side section (trimming waits for a grace period).
+ */
+void dev_high_water(struct mdev *d)
+{
+	struct vmm_stats vs;
+
+	vmm_get_stats(d->vmm, &vs);
+	if (vs.phys_bytes > d->st.allocated &&
+	    vs.phys_bytes - d->st.allocated > d->cache_limit)
+		dev_trim(d);
+}
+
+/*
+ * The warm-up is over: the first planned iteration begins.  What the
+ * warm-up's requests left mapped in the dynamic region is unmapped, so
+ * that its physical chunks (back in the vmm pool) are the ones the plan's
+ * pool maps next: the warm-up and the plan share memory instead of adding
+ * up.  Blocks the warm-up made that live on into the first planned
+ * iteration (gradients freed by zero_grad, say) are unmapped as they are
+ * freed, until that iteration ends.  Device lock held, no RCU read-side
+ * section.
+ */
+void dev_warmup_done(struct mdev *d)
+{
+	bool first;
+
+	if (likely(!d->match.warm_done) || d->ss.capture ||
+	    !match_warm_over(&d->match, &first))
+		return;
+	/* stalloc_free reads it without the lock */
+	__atomic_store_n(&d->warm_trim, first, __ATOMIC_RELAXED);
+	slab_trim(&d->slab);
+	dyn_release(&d->dyn);
+}
+
+void stalloc_init(int device_count)
+{
+	sa_log(STALLOC_LOG_INFO, "runtime: init for %d devices", device_count);
+}
+
+void stalloc_empty_cache(void)
+{
+	int i;
+
+	for (i = 0; i < MAPPER_MAX_DEVICES; i++) {
+		struct mdev *d = rcu_dereference(mdev_table[i]);
+
+		if (!d)
+			continue;
+		sa_mutex_lock(&d->lock);
+		dev_trim(d);
+		sa_mutex_unlock(&d->lock);
+	}
+}
+
+void stalloc_memory_fraction(double fraction, int device)
+{
+	struct mdev *d;
+
+	if (device < 0 || device >= MAPPER_MAX_DEVICES || !(fraction > 0) ||
+	    fraction > 1) {
+		sa_log(STALLOC_LOG_ERROR,
+		       "runtime: memory fraction %g for "
+		       "device %d is out of range",
+		       fraction, device);
+		return;
+	}
+	sa_mutex_lock(&devs_lock);
+	fractions[device] = fraction;
+	d = mdev_table[device];
+	sa_mutex_unlock(&devs_lock);
+	if (d) {
+		sa_mutex_lock(&d->lock);
+		d->fraction = fraction;
+		sa_mutex_unlock(&d->lock);
+		vmm_set_phys_limit(d->vmm,
+				   (uint64_t)((double)vmm_device_bytes(d->vmm) *
+					      fraction));
+	}
+}
+
+/* Is @addr in the range of one of the parent's devices (a forked child)? */
+bool dev_orphan_owns(int device, uint64_t addr)
+{
+	const struct mdev *o;
+
+	for (o = mdev_orphans[device]; o; o = o->orphan_next)
+		if (addr - vmm_base(o->vmm) < vmm_size(o->vmm))
+			return true;
+	return false;
+}
+
+int stalloc_owns(const void *ptr, int device)
+{
+	uint64_t addr = (uint64_t)(uintptr_t)ptr;
+	struct mdev *d;
+
+	if (device < 0 || device >= MAPPER_MAX_DEVICES)
+		return 0;
+	d = rcu_dereference(mdev_table[device]);
+	if (d && addr - vmm_base(d->vmm) < vmm_size(d->vmm))
+		return 1;
+	return unlikely(mdev_orphans[device]) && dev_orphan_owns(device, addr);
+}
+
+void stalloc_shutdown(void)
+{
+	int i;
+
+	ctl_stop(); /* it reads the devices */
+	sa_mutex_lock(&devs_lock);
+	for (i = 0; i < MAPPER_MAX_DEVICES; i++) {
+		struct mdev *d = mdev_table[i];
+		struct cds_lfht_iter iter;
+		struct cds_lfht_node *node;
+
+		if (!d)
+			continue;
+		rcu_set_pointer(&mdev_table[i], NULL);
+		urcu_bp_synchronize_rcu();
+		if (d->auto_started)
+			pthread_join(d->auto_thread, NULL);
+		stalloc_plan_free(d->auto_plan);
+		if (d->rec && trec_close(d->rec))
+			sa_log(STALLOC_LOG_ERROR, "%s", stalloc_last_error());
+		/* blocks still allocated are the caller's leak: drop them */
+		urcu_bp_read_lock();
+		cds_lfht_first(d->blocks, &iter);
+		while ((node = cds_lfht_iter_get_node(&iter))) {
+			cds_lfht_del(d->blocks, node);
+			cds_lfht_next(d->blocks, &iter);
+		}
+		urcu_bp_read_unlock();
+		cds_lfht_destroy(d->blocks, NULL);
+		urcu_bp_barrier();
+		slab_destroy(&d->slab);
+		dyn_destroy(&d->dyn);
+		if (d->planned)
+			match_destroy(&d->match);
+		gp_destroy(&d->gp);
+		ss_destroy(&d->ss);
+		vmm_space_destroy(d->vmm);
+		sa_mutex_destroy(&d->lock);
+		free(d);
+		fractions[i] = 0;
+	}
+	sa_mutex_unlock(&devs_lock);
+}
