@@ -84,7 +84,8 @@ ALL_CFLAGS = $(BASE_CFLAGS) $(URCU_CFLAGS) $(CFLAGS)
 LIB_LDLIBS := $(URCU_LIBS) $(ZLIB_LIBS) -ldl -lpthread -lm
 
 # ---------------------------------------------------------------- library
-LIB_SRCS := lib/util.c lib/lock.c vmm/space.c vmm/map.c vmm/backend-host.c \
+LIB_SRCS := lib/util.c lib/lock.c lib/options.c vmm/space.c vmm/map.c \
+	vmm/backend-host.c \
 	$(sort $(wildcard planner/*.c)) \
 	$(sort $(filter-out tracing/lttng-provider.c,$(wildcard tracing/*.c))) \
 	$(sort $(wildcard mapper/*.c))
@@ -103,7 +104,7 @@ LIB_A := $(O)/libstalloc-internal.a
 FAKE_SO := $(O)/libcuda-fake.so
 FAKE_SRCS := $(wildcard tests/fakecuda/fakecuda*.c)
 TEST_NAMES := test-vmm test-util test-vmm-faults test-planner test-pack \
-	test-recorder test-mapper test-lock
+	test-recorder test-mapper test-lock test-options
 TEST_BINS := $(TEST_NAMES:%=$(O)/tests/%)
 ifeq ($(HAVE_CUDA_H),y)
 TEST_BINS += $(O)/tests/fakecuda-selftest
@@ -113,7 +114,7 @@ BENCH_BINS := $(O)/bench/bench-vmm $(O)/bench/bench-pack $(O)/bench/bench-mapper
 DEMO_BIN := $(O)/stalloc-vmm-demo
 
 # Command-line tools: public headers only, linked to the shared library.
-TOOL_NAMES := stalloc-plan stalloc-timeline
+TOOL_NAMES := stalloc-plan stalloc-timeline stalloc-options
 # Tools of more than one file, and their extra sources (set by mk/*.mk).
 EXTRA_PROGRAMS :=
 LINT_SRCS :=
@@ -368,6 +369,12 @@ fuzz-regress: fuzz-build
 # the vmm benchmark on the real driver, then PyTorch (tools/gpu/) when a
 # CUDA build of it is there.  Documentation/testing.rst.
 .PHONY: gpucheck
+# The option tables of README.md and Documentation/options.rst, from the
+# one table in lib/options.c (tests/test-options.sh checks them).
+.PHONY: options-doc
+options-doc: $(O)/stalloc-options
+	$(Q)sh tools/options-doc.sh $(O)
+
 gpucheck: tests $(O)/bench/bench-vmm $(DEMO_BIN)
 	$(Q)O=$(O) sh tools/gpu/gpucheck.sh
 	$(Q)if python3 -c 'import sys, torch; \

@@ -54,7 +54,8 @@ void sa_lockdep_acquire(const struct sa_mutex *l, bool nested)
 		if (held[i] == l)
 			lockdep_fail(l, held[i], "already held by this thread");
 	if (top && (nested ? l->rank < top->rank : l->rank <= top->rank))
-		lockdep_fail(l, top, "see \"Lock ordering\" in mapper/mapper.h");
+		lockdep_fail(l, top,
+			     "see \"Lock ordering\" in mapper/mapper.h");
 	if (depth == LOCKDEP_DEPTH)
 		lockdep_fail(l, top, "too many locks held at once");
 	held[depth++] = l;

@@ -37,8 +37,10 @@ struct sa_mutex {
 	const char *name;
 };
 
-#define SA_MUTEX_INIT(rank_, name_) \
-	{ PTHREAD_MUTEX_INITIALIZER, (rank_), (name_) }
+#define SA_MUTEX_INIT(rank_, name_)                         \
+	{                                                   \
+		PTHREAD_MUTEX_INITIALIZER, (rank_), (name_) \
+	}
 
 void sa_mutex_init(struct sa_mutex *l, unsigned int rank, const char *name);
 void sa_mutex_destroy(struct sa_mutex *l);

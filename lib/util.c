@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "options.h"
 #include "util.h"
 
 #define SA_ERRBUF_LEN 512
@@ -27,16 +28,18 @@ static pthread_once_t sa_level_once = PTHREAD_ONCE_INIT;
 
 static void sa_level_init(void)
 {
-	static const char *const names[] = { "none", "error", "warn", "info",
-					     "debug" };
-	const char *env = getenv("STALLOC_LOG");
-	int level = STALLOC_LOG_ERROR;
-	size_t i;
+	/* the table's order is the levels' (none, error, ... debug) */
+	const char *env = sa_opt_raw(SA_OPT_LOG);
+	int level = sa_opt_lookup(SA_OPT_LOG, env ? env : "error");
 
-	if (env) {
-		for (i = 0; i < ARRAY_SIZE(names); i++)
-			if (!strcasecmp(env, names[i]))
-				level = (int)i;
+	if (level < 0) {
+		/* not sa_error: recording an error logs, which needs this */
+		fprintf(stderr,
+			"stalloc: warning: STALLOC_LOG=\"%s\" is not accepted "
+			"(want none, error, warn, info or debug): using "
+			"error\n",
+			env);
+		level = STALLOC_LOG_ERROR;
 	}
 	__atomic_store_n(&sa_level, level, __ATOMIC_RELAXED);
 }
@@ -177,21 +180,6 @@ int sa_parse_size(const char *s, uint64_t *out)
 int stalloc_parse_size(const char *s, uint64_t *out)
 {
 	return sa_parse_size(s, out);
-}
-
-int sa_env_size(const char *name, uint64_t def, uint64_t *out)
-{
-	const char *s = getenv(name);
-
-	*out = def;
-	if (!s || !*s)
-		return 0;
-	if (sa_parse_size(s, out))
-		return sa_error(-EINVAL,
-				"environment: %s=\"%s\" is not a "
-				"byte count (e.g. 2M, 16G)",
-				name, s);
-	return 0;
 }
 
 int sa_read_file(const char *path, char **text, size_t *len)

@@ -68,11 +68,6 @@ bool sa_log_enabled(enum stalloc_log_level level);
  * units, an optional trailing "iB" or "B" accepted).  Returns 0 or -EINVAL.
  */
 int sa_parse_size(const char *s, uint64_t *out);
-/*
- * Read a byte count from the environment: 0 and *out = @def when unset,
- * -EINVAL (with a message naming the variable) when malformed.
- */
-int sa_env_size(const char *name, uint64_t def, uint64_t *out);
 
 /*
  * Read the whole file @path into a NUL-terminated buffer (free() it).

@@ -256,7 +256,8 @@ void stalloc_free(void *ptr, size_t size, int device, void *stream)
 
 	if (!ptr)
 		return;
-	if (unlikely(device >= 0 && device < MAPPER_MAX_DEVICES && mdev_orphans[device]) &&
+	if (unlikely(device >= 0 && device < MAPPER_MAX_DEVICES &&
+		     mdev_orphans[device]) &&
 	    dev_orphan_owns(device, addr))
 		return; /* the parent's memory, in a forked child: its to free */
 	d = dev_get(device);

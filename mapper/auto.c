@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../lib/options.h"
 #include "../lib/util.h"
 #include "../tracing/tp.h"
 #include "mapper.h"
@@ -27,16 +28,16 @@
 
 int dev_auto_start(struct mdev *d)
 {
-	const char *pat = getenv("STALLOC_TRACE");
+	const char *pat = sa_opt_raw(SA_OPT_TRACE);
 	uint64_t iters;
 	int err;
 
-	err = sa_env_size("STALLOC_AUTO_ITERS", AUTO_ITERS_DEFAULT, &iters);
+	err = sa_opt_size(SA_OPT_AUTO_ITERS, AUTO_ITERS_DEFAULT, &iters);
 	if (err)
 		return err;
-	d->auto_iters = iters < 3 ? 3 : iters;
-	err = trec_open(pat && *pat ? pat : "/tmp/stalloc-auto-%p-%d.trace",
-			d->device, &d->rec);
+	d->auto_iters = iters;
+	err = trec_open(pat ? pat : "/tmp/stalloc-auto-%p-%d.trace", d->device,
+			&d->rec);
 	if (err)
 		return err;
 	snprintf(d->auto_path, sizeof(d->auto_path), "%s", trec_path(d->rec));

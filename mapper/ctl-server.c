@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../lib/options.h"
 #include "../lib/util.h"
 #include "ctl.h"
 #include "mapper.h"
@@ -292,9 +293,14 @@ static void ctl_atfork_child(void)
 void ctl_start(void)
 {
 	static bool atfork_done;
-	const char *env = getenv("STALLOC_CTL");
+	bool on;
 
-	if (env && !strcmp(env, "0"))
+	if (sa_opt_bool(SA_OPT_CTL, &on)) {
+		sa_log(STALLOC_LOG_ERROR, "%s: no control socket",
+		       stalloc_last_error());
+		return;
+	}
+	if (!on)
 		return;
 	sa_mutex_lock(&ctl_lock);
 	if (ctl_running)

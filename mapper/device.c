@@ -28,6 +28,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../lib/options.h"
 #include "../lib/util.h"
 #include "../tracing/tp.h"
 #include "mapper.h"
@@ -40,28 +41,12 @@ static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
 static int parse_mode(enum mdev_mode *m)
 {
-	const char *s = getenv("STALLOC_MODE");
+	unsigned int k;
+	int err = sa_opt_choice(SA_OPT_MODE, &k);
 
-	if (!s || !*s || !strcasecmp(s, "off")) {
-		*m = MDEV_OFF;
-		return 0;
-	}
-	if (!strcasecmp(s, "trace")) {
-		*m = MDEV_TRACE;
-		return 0;
-	}
-	if (!strcasecmp(s, "plan")) {
-		*m = MDEV_PLAN;
-		return 0;
-	}
-	if (!strcasecmp(s, "auto")) {
-		*m = MDEV_AUTO;
-		return 0;
-	}
-	return sa_error(-EINVAL,
-			"runtime: STALLOC_MODE=\"%s\" is not supported here "
-			"(want off, trace, plan or auto)",
-			s);
+	/* the table's order is the enum's: off, trace, plan, auto */
+	*m = (enum mdev_mode)k;
+	return err;
 }
 
 static int dev_open_vmm(struct mdev *d)
@@ -69,7 +54,7 @@ static int dev_open_vmm(struct mdev *d)
 	struct vmm_config cfg = { .device = d->device };
 	int err;
 
-	err = sa_env_size("STALLOC_CACHE_LIMIT", 0, &d->cache_limit);
+	err = sa_opt_size(SA_OPT_CACHE_LIMIT, 0, &d->cache_limit);
 	if (err)
 		return err;
 	err = vmm_space_create(&cfg, &d->vmm);
@@ -96,7 +81,7 @@ static int dev_open_vmm(struct mdev *d)
  */
 static void dev_load_plan(struct mdev *d)
 {
-	const char *pat = getenv("STALLOC_PLAN");
+	const char *pat = sa_opt_raw(SA_OPT_PLAN);
 	struct stalloc_plan *plan;
 	char path[4096];
 	uint64_t pool;
@@ -156,10 +141,7 @@ static int dev_create(int device, struct mdev **out)
 			goto err_ht;
 	}
 	if (d->mode == MDEV_TRACE) {
-		const char *pat = getenv("STALLOC_TRACE");
-
-		err = trec_open(pat && *pat ? pat : "stalloc-%p-%d.trace",
-				device, &d->rec);
+		err = trec_open(sa_opt_str(SA_OPT_TRACE), device, &d->rec);
 		if (err)
 			goto err_ht;
 	}

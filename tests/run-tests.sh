@@ -65,6 +65,7 @@ run() {
 
 run util -- "$O/tests/test-util"
 run lock -- "$O/tests/test-lock"
+run options -- "$O/tests/test-options"
 run planner SHARED="$SHARED" -- "$O/tests/test-planner"
 run pack -- "$O/tests/test-pack"
 run recorder -- "$O/tests/test-recorder"

@@ -72,13 +72,13 @@ static bool aborts_naming(void (*fn)(void), const char *a, const char *b)
 	close(fds[0]);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT) {
-		fprintf(stderr, "child did not abort (status %d): %s\n",
-			status, out);
+		fprintf(stderr, "child did not abort (status %d): %s\n", status,
+			out);
 		return false;
 	}
 	if (!strstr(out, a) || !strstr(out, b)) {
-		fprintf(stderr, "abort message lacks \"%s\"/\"%s\": %s\n", a,
-			b, out);
+		fprintf(stderr, "abort message lacks \"%s\"/\"%s\": %s\n", a, b,
+			out);
 		return false;
 	}
 	return true;

@@ -73,23 +73,6 @@ static void test_parse_size(void **state)
 	}
 }
 
-static void test_env_size(void **state)
-{
-	uint64_t v;
-
-	(void)state;
-	unsetenv("STALLOC_TEST_SIZE");
-	assert_int_equal(sa_env_size("STALLOC_TEST_SIZE", 5, &v), 0);
-	assert_int_equal(v, 5);
-	setenv("STALLOC_TEST_SIZE", "3M", 1);
-	assert_int_equal(sa_env_size("STALLOC_TEST_SIZE", 5, &v), 0);
-	assert_int_equal(v, 3 << 20);
-	setenv("STALLOC_TEST_SIZE", "lots", 1);
-	assert_int_equal(sa_env_size("STALLOC_TEST_SIZE", 5, &v), -EINVAL);
-	assert_non_null(strstr(stalloc_last_error(), "STALLOC_TEST_SIZE"));
-	unsetenv("STALLOC_TEST_SIZE");
-}
-
 static void test_errors(void **state)
 {
 	enum stalloc_log_level old;
@@ -108,7 +91,6 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_version),
 		cmocka_unit_test(test_parse_size),
-		cmocka_unit_test(test_env_size),
 		cmocka_unit_test(test_errors),
 	};
 

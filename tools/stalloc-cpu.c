@@ -535,9 +535,9 @@ static void fork_child(void)
 
 static const char *mode_name(void)
 {
-	const char *m = getenv("STALLOC_MODE");
+	const char *m = stalloc_option_string("STALLOC_MODE");
 
-	return m && *m ? m : "off";
+	return m ? m : "(not accepted)";
 }
 
 static void write_stats(const char *path)
@@ -579,45 +579,29 @@ static void write_stats(const char *path)
 	fclose(f);
 }
 
-/* STALLOC_CPU_MIN: a byte count with an optional K, M or G suffix. */
+/* STALLOC_CPU_MIN: a byte count (the option table's rules). */
 static void read_min(void)
 {
-	const char *s = getenv("STALLOC_CPU_MIN");
-	unsigned long long v;
-	unsigned int shift = 0;
-	char *end;
+	uint64_t v;
 
-	if (!s || !*s)
-		return;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (*end && strchr("KkMmGg", *end)) {
-		shift = *end == 'K' || *end == 'k' ? 10 :
-			*end == 'M' || *end == 'm' ? 20 :
-						     30;
-		end++;
-	}
-	if (errno || *end || end == s || v > (SIZE_MAX >> shift)) {
-		fprintf(stderr,
-			"stalloc-cpu: warning: STALLOC_CPU_MIN=\"%s\" is not a "
-			"size: using %d\n",
-			s, CPU_MIN_DEFAULT);
+	if (stalloc_option_size("STALLOC_CPU_MIN", CPU_MIN_DEFAULT, &v)) {
+		fprintf(stderr, "stalloc-cpu: warning: %s: using %d\n",
+			stalloc_last_error(), CPU_MIN_DEFAULT);
 		return;
 	}
-	v <<= shift;
-	cpu_min = v ? (size_t)v : 1;
+	cpu_min = v > SIZE_MAX ? SIZE_MAX : (size_t)v;
 }
 
 static void __attribute__((constructor)) cpu_init(void)
 {
-	const char *be = getenv("STALLOC_BACKEND");
-	const char *path = getenv("STALLOC_CPU_ADDR_LOG");
+	const char *be = stalloc_option_string("STALLOC_BACKEND");
+	const char *path = stalloc_option_string("STALLOC_CPU_ADDR_LOG");
 
-	if (be && *be && strcmp(be, "host") != 0)
+	if (!be || !strcmp(be, "cuda")) /* auto when unset */
 		fprintf(stderr,
 			"stalloc-cpu: STALLOC_BACKEND=%s ignored: CPU tensors "
 			"use the host backend\n",
-			be);
+			be ? be : "(not accepted)");
 	setenv("STALLOC_BACKEND", "host", 1);
 	/* the runtime's one-time warnings (bad plan, ...) must be seen */
 	setenv("STALLOC_LOG", "warn", 0);
@@ -640,7 +624,7 @@ static void __attribute__((constructor)) cpu_init(void)
 
 static void __attribute__((destructor)) cpu_fini(void)
 {
-	const char *path = getenv("STALLOC_CPU_STATS");
+	const char *path = stalloc_option_string("STALLOC_CPU_STATS");
 
 	if (in_child)
 		return;

@@ -411,15 +411,14 @@ static int setup_stalloc(struct replay *r)
 		need = need > a->capacity ? need : a->capacity;
 	while (mem < need && mem < (1ULL << 46))
 		mem *= 2;
-	if (!getenv("STALLOC_HOST_MEM"))
+	if (!stalloc_option_string("STALLOC_HOST_MEM")) /* unset */
 		set_size_env("STALLOC_HOST_MEM", mem);
 	if (a->capacity)
 		set_size_env("STALLOC_PHYS_LIMIT", a->capacity);
 	if (a->cache_limit)
 		setenv("STALLOC_CACHE_LIMIT", a->cache_limit, 1);
 	/* the runtime's warnings (a plan for another workload) are ours */
-	if (!getenv("STALLOC_LOG"))
-		stalloc_set_log_level(STALLOC_LOG_WARN);
+	setenv("STALLOC_LOG", "warn", 0); /* unless the user chose */
 	return 0;
 }
 

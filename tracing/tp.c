@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lib/options.h"
 #include "tp.h"
 
 const struct sa_tp_ops *sa_tp;
@@ -37,15 +38,21 @@ static void own_dir(char *buf, size_t len)
 
 static void sa_tp_load(void)
 {
-	const char *on = getenv("STALLOC_LTTNG"), *lib;
+	const char *lib;
+	bool on;
 	const struct sa_tp_ops *ops;
 	char path[4096], dir[3072];
 	void *h;
 
-	if (!on || strcmp(on, "1") != 0)
+	if (sa_opt_bool(SA_OPT_LTTNG, &on)) {
+		sa_log(STALLOC_LOG_ERROR, "%s: going on untraced",
+		       stalloc_last_error());
 		return;
-	lib = getenv("STALLOC_LTTNG_LIB");
-	if (!lib || !*lib) {
+	}
+	if (!on)
+		return;
+	lib = sa_opt_raw(SA_OPT_LTTNG_LIB);
+	if (!lib) {
 		own_dir(dir, sizeof(dir));
 		snprintf(path, sizeof(path), "%slibstalloc-lttng.so", dir);
 		lib = path;

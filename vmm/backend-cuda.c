@@ -47,6 +47,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include "../lib/options.h"
 #include "../lib/util.h"
 #include "backend.h"
 
@@ -230,7 +231,7 @@ static int drv_resolve(getproc_fn getproc)
 
 static void drv_load(void)
 {
-	const char *path = getenv("STALLOC_LIBCUDA");
+	const char *path = sa_opt_str(SA_OPT_LIBCUDA);
 	getproc_fn getproc;
 	char desc[160];
 	CUresult rc;

@@ -34,6 +34,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "../lib/options.h"
 #include "../lib/util.h"
 #include "vmm-internal.h"
 
@@ -94,10 +95,17 @@ static int vmm_pick_backend(const struct vmm_config *cfg,
 			    const struct vmm_backend_ops **ops)
 {
 	const char *name = cfg->backend;
+	unsigned int k;
+	int err;
 
-	if (!name)
-		name = getenv("STALLOC_BACKEND");
-	if (!name || !*name || !strcasecmp(name, "auto")) {
+	if (!name) {
+		/* the table's order: auto, cuda, host */
+		err = sa_opt_choice(SA_OPT_BACKEND, &k);
+		if (err)
+			return err;
+		name = k == 1 ? "cuda" : k == 2 ? "host" : "auto";
+	}
+	if (!*name || !strcasecmp(name, "auto")) {
 		*ops = vmm_cuda_available() ? &vmm_cuda_ops : &vmm_host_ops;
 		return 0;
 	}
@@ -114,15 +122,15 @@ static int vmm_pick_backend(const struct vmm_config *cfg,
 			name);
 }
 
-/* A config value: the field if set, else the environment, else @def. */
-static int vmm_setting(uint64_t field, const char *env, uint64_t def,
+/* A config value: the field if set, else the option @o, else @def. */
+static int vmm_setting(uint64_t field, enum sa_opt o, uint64_t def,
 		       uint64_t *out)
 {
 	if (field) {
 		*out = field;
 		return 0;
 	}
-	return sa_env_size(env, def, out);
+	return sa_opt_size(o, def, out);
 }
 
 static int vmm_geometry(struct vmm_space *s, const struct vmm_config *cfg)
@@ -131,8 +139,8 @@ static int vmm_geometry(struct vmm_space *s, const struct vmm_config *cfg)
 	uint64_t chunk, va, limit;
 	int err;
 
-	err = vmm_setting(cfg->chunk_bytes, "STALLOC_CHUNK_SIZE",
-			  bi->granularity, &chunk);
+	err = vmm_setting(cfg->chunk_bytes, SA_OPT_CHUNK_SIZE, bi->granularity,
+			  &chunk);
 	if (err)
 		return err;
 	if (!sa_is_multiple(chunk, bi->granularity) ||
@@ -143,7 +151,7 @@ static int vmm_geometry(struct vmm_space *s, const struct vmm_config *cfg)
 				(unsigned long long)chunk, s->be.device,
 				bi->granularity);
 	s->chunk = chunk;
-	err = vmm_setting(cfg->segment_bytes, "STALLOC_SEGMENT_SIZE",
+	err = vmm_setting(cfg->segment_bytes, SA_OPT_SEGMENT_SIZE,
 			  VMM_SEGMENT_DEFAULT, &s->seg_max);
 	if (err)
 		return err;
@@ -152,14 +160,14 @@ static int vmm_geometry(struct vmm_space *s, const struct vmm_config *cfg)
 		s->seg_max = 1;
 	if (s->seg_max > UINT32_MAX)
 		s->seg_max = UINT32_MAX;
-	err = vmm_setting(cfg->phys_limit, "STALLOC_PHYS_LIMIT",
-			  bi->device_bytes, &limit);
+	err = vmm_setting(cfg->phys_limit, SA_OPT_PHYS_LIMIT, bi->device_bytes,
+			  &limit);
 	if (err)
 		return err;
 	s->phys_limit = limit;
 	if (__builtin_mul_overflow(bi->device_bytes, VMM_VA_FACTOR, &va))
 		va = UINT64_MAX / 2;
-	err = vmm_setting(cfg->va_bytes, "STALLOC_VA_SIZE", va, &va);
+	err = vmm_setting(cfg->va_bytes, SA_OPT_VA_SIZE, va, &va);
 	if (err)
 		return err;
 	if (!va || !sa_round_up(va, chunk, &va) || va / chunk > VMM_MAX_SLOTS ||
@@ -183,14 +191,14 @@ static int vmm_open_backend(struct vmm_space *s, const struct vmm_config *cfg)
 		return err;
 	s->be.ops = ops;
 	s->be.device = cfg->device;
-	s->be.peers = cfg->peers ? cfg->peers : getenv("STALLOC_PEERS");
-	err = vmm_setting(cfg->host_device_bytes, "STALLOC_HOST_MEM", 0,
+	s->be.peers = cfg->peers ? cfg->peers : sa_opt_raw(SA_OPT_PEERS);
+	err = vmm_setting(cfg->host_device_bytes, SA_OPT_HOST_MEM, 0,
 			  &s->be.host_device_bytes);
 	if (!err) {
 		uint64_t g;
 
 		err = vmm_setting(cfg->host_granularity,
-				  "STALLOC_HOST_GRANULARITY", 0, &g);
+				  SA_OPT_HOST_GRANULARITY, 0, &g);
 		s->be.host_granularity = (size_t)g;
 	}
 	if (err)

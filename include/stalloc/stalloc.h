@@ -274,6 +274,63 @@ STALLOC_API int stalloc_ctl_dir(char *buf, size_t size);
 STALLOC_API int stalloc_stats(int device, struct stalloc_stats *st);
 
 /**
+ * struct stalloc_option - one configuration variable, as documented
+ * @name: the environment variable (``STALLOC_...``)
+ * @type: "choice", "size" (bytes, K/M/G/T suffixes), "count", "bool"
+ *	(0 or 1), "path" or "string"
+ * @def: the default, in words
+ * @range: the accepted values, in words
+ * @scope: who reads it: "library", "host backend", "preload" (the
+ *	LD_PRELOAD library) or "torch" (the PyTorch shim)
+ * @help: what it does
+ */
+struct stalloc_option {
+	const char *name;
+	const char *type;
+	const char *def;
+	const char *range;
+	const char *scope;
+	const char *help;
+};
+
+/**
+ * stalloc_options() - every configuration variable stalloc reads
+ * @nr: set to their number
+ *
+ * The one option table (lib/options.c); the README's table and
+ * Documentation/options.rst are generated from it (stalloc-options).
+ *
+ * Return: the table, in a fixed order; valid for the life of the process.
+ */
+STALLOC_API const struct stalloc_option *stalloc_options(size_t *nr);
+
+/**
+ * stalloc_option_size() - a size or count option's value
+ * @name: the variable, one of stalloc_options()
+ * @def: the value when it is unset or empty
+ * @out: set to the value
+ *
+ * Return: 0, or -EINVAL (the message names the variable, the value and the
+ * accepted range) for a malformed or out-of-range value or an unknown
+ * @name; *@out is @def then.
+ */
+STALLOC_API int stalloc_option_size(const char *name, uint64_t def,
+				    uint64_t *out);
+
+/**
+ * stalloc_option_string() - a choice, path or string option's value
+ * @name: the variable, one of stalloc_options()
+ *
+ * A choice is checked against its values (case-insensitive) and returned
+ * as spelled in the table.
+ *
+ * Return: the value, the default when unset (NULL when there is none), or
+ * NULL with -EINVAL recorded (stalloc_last_error()) for a value outside
+ * the accepted range or an unknown @name.
+ */
+STALLOC_API const char *stalloc_option_string(const char *name);
+
+/**
  * stalloc_shutdown() - release every device's memory and state
  *
  * For tests and for programs that want to give everything back before they

@@ -110,7 +110,9 @@ SHIM_API void *stalloc_torch_malloc(size_t size, int device, void *stream)
 	if (p || !size)
 		return p;
 	std::string msg = oom_report(size, device);
-	how = getenv("STALLOC_OOM");
+	how = stalloc_option_string("STALLOC_OOM"); /* NULL: not accepted */
+	if (!how)
+		msg += std::string(" [") + stalloc_last_error() + "]";
 	if (how && !strcmp(how, "abort")) {
 		fprintf(stderr, "stalloc: %s; stopping (STALLOC_OOM=abort)\n",
 			msg.c_str());
