@@ -90,6 +90,15 @@ void dev_auto_mark(struct mdev *d)
 	sa_mutex_lock(&d->lock);
 	p = d->auto_plan;
 	d->auto_plan = NULL;
+	if (p && !match_plan_pays(p)) {
+		sa_log(STALLOC_LOG_INFO,
+		       "runtime: device %d: the traced iterations give no steady "
+		       "plan: going on in off mode",
+		       d->device);
+		stalloc_plan_free(p);
+		d->mode = MDEV_OFF;
+		p = NULL;
+	}
 	if (p && !match_init(&d->match, p, d->vmm, &d->ss)) {
 		/* the marker being handled starts a planned iteration */
 		match_start_planned(&d->match);

@@ -92,6 +92,14 @@ static void dev_load_plan(struct mdev *d)
 		      sa_error(-EINVAL, "STALLOC_PLAN is not set");
 	if (!err)
 		err = stalloc_plan_read(path, &plan);
+	if (!err && !match_plan_pays(plan)) {
+		sa_log(STALLOC_LOG_INFO,
+		       "runtime: device %d: %s plans no steady iteration (one "
+		       "recorded step?): running as in off mode",
+		       d->device, path);
+		stalloc_plan_free(plan);
+		return;
+	}
 	if (!err)
 		err = match_init(&d->match, plan, d->vmm, &d->ss);
 	if (err) {

@@ -85,6 +85,12 @@ struct matcher {
 	bool implicit;
 };
 
+/*
+ * Can @plan do better than no plan?  Not without a steady iteration (a
+ * recording of one step: only persistent entries, or nothing planned): the
+ * runtime then runs exactly as in off mode.
+ */
+bool match_plan_pays(const struct stalloc_plan *plan);
 /* Take @plan (owned from now on); the pool starts at the space's base. */
 int match_init(struct matcher *m, struct stalloc_plan *plan,
 	       struct vmm_space *vmm, struct sstreams *ss);

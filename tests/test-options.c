@@ -53,8 +53,8 @@ static void test_sizes(void **state)
 	setenv("STALLOC_CACHE_LIMIT", "lots", 1);
 	assert_int_equal(sa_opt_size(SA_OPT_CACHE_LIMIT, 5, &v), -EINVAL);
 	assert_int_equal(v, 5);
-	assert_non_null(strstr(stalloc_last_error(),
-			       "STALLOC_CACHE_LIMIT=\"lots\""));
+	assert_non_null(
+		strstr(stalloc_last_error(), "STALLOC_CACHE_LIMIT=\"lots\""));
 	assert_non_null(strstr(stalloc_last_error(), "0 or more bytes"));
 	unsetenv("STALLOC_CACHE_LIMIT");
 
@@ -93,8 +93,8 @@ static void test_choices_and_bools(void **state)
 	assert_string_equal(stalloc_option_string("STALLOC_MODE"), "plan");
 	setenv("STALLOC_MODE", "planned", 1);
 	assert_int_equal(sa_opt_choice(SA_OPT_MODE, &k), -EINVAL);
-	assert_non_null(strstr(stalloc_last_error(),
-			       "want off, trace, plan or auto"));
+	assert_non_null(
+		strstr(stalloc_last_error(), "want off, trace, plan or auto"));
 	assert_null(stalloc_option_string("STALLOC_MODE"));
 	unsetenv("STALLOC_MODE");
 	assert_string_equal(stalloc_option_string("STALLOC_MODE"), "off");

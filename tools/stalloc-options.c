@@ -77,9 +77,9 @@ static void markdown(const struct stalloc_option *t, size_t nr)
 	       "|---|---|---|---|\n");
 	for (i = 0; i < nr; i++) {
 		lib = !strcmp(t[i].scope, "library");
-		printf("| `%s` | %s%s%s%s | %s | %s |\n", t[i].name,
-		       t[i].help, lib ? "" : " (", lib ? "" : t[i].scope,
-		       lib ? "" : ")", t[i].def, t[i].range);
+		printf("| `%s` | %s%s%s%s | %s | %s |\n", t[i].name, t[i].help,
+		       lib ? "" : " (", lib ? "" : t[i].scope, lib ? "" : ")",
+		       t[i].def, t[i].range);
 	}
 	printf("\n");
 }
