@@ -11,6 +11,7 @@
 #   make deps             install missing Debian packages (root)
 #   make format-check     clang-format, house style
 #   make lint             cppcheck and clang-tidy
+#   make htmldocs         Documentation/ as HTML, API reference from headers
 #   make fuzz             libFuzzer targets, FUZZ_SECONDS each; fuzz-regress
 #
 # Outputs go under $(O) (default build/, build/san/ with SANITIZE=1).
@@ -42,7 +43,7 @@ Q := @
 endif
 
 # Goals that must work before the dependencies are installed.
-NODEP_GOALS := deps clean distclean format-check format help
+NODEP_GOALS := deps clean distclean format-check format help htmldocs
 ifneq ($(filter-out $(NODEP_GOALS),$(or $(MAKECMDGOALS),all)),)
 ifneq ($(shell $(PKG_CONFIG) --exists liburcu-bp && echo y),y)
 $(error liburcu-bp not found by pkg-config: run "make deps" first)
@@ -328,7 +329,7 @@ clean:
 distclean: clean
 
 help:
-	@sed -n '3,18p' Makefile
+	@sed -n '3,19p' Makefile
 
 # ---------------------------------------------------------------- fuzzing
 # libFuzzer targets (clang; not part of all or check).  make fuzz runs each

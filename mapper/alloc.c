@@ -303,8 +303,9 @@ void stalloc_free(void *ptr, size_t size, int device, void *stream)
 	sa_mutex_unlock(&d->lock);
 	urcu_bp_read_unlock();
 	/*
-	 * Trimming waits for an RCU grace period (vmm_trim): never inside
-	 * the read-side section above.
+	 * Trimming unmaps, and an unmap waits for the device first:
+	 * kept out of the read-side section above, which would hold back
+	 * grace periods that long.  It waits for none itself (call_rcu).
 	 */
 	if (unlikely(d->cache_limit ||
 		     __atomic_load_n(&d->warm_trim, __ATOMIC_RELAXED))) {

@@ -263,7 +263,7 @@ void dev_trim(struct mdev *d)
 /*
  * The high-water policy: when the physical memory held beyond what is
  * allocated passes STALLOC_CACHE_LIMIT, give the cache back.  Device lock
- * held, and no RCU read-side section (trimming waits for a grace period).
+ * held, and no RCU read-side section (trimming waits for the device).
  */
 void dev_high_water(struct mdev *d)
 {

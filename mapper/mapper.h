@@ -92,7 +92,6 @@ struct slab;
  * @free: on a free list (a slab object: not allocated)
  * @slab: the slab it is an object of; for a dynamic block, the slab it
  *	holds, or NULL
- * @ent: its plan entry
  * @addr_node: all blocks of the region, in address order
  * @free_node: link in its size class while @free
  * @hnode: in the device's hash table while allocated

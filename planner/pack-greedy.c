@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * planner/pack-greedy.c - constructive packings of one group
+ * planner/pack-greedy.c - the best-fit greedy packing of one group
  *
  * pack_greedy() places the items one by one in several orders (size, then
  * lifetime length, area, start time), each at the best-fitting gap among
@@ -11,15 +11,13 @@
  * of the nodes on the paths from its end leaves to the root, so a query
  * visits O(log S) lists and reports each overlapping item at least once
  * (a stamp per item drops repeats).  The cost of one order is
- * O(E log E) for E overlapping pairs.
+ * O(E log E) for E overlapping pairs.  pack_greedy_repack() places a
+ * window's items the same way around the ones it keeps fixed, for the local
+ * improvement of pack-improve.c.  (The fallback for groups with too many
+ * overlapping pairs is pack_sweep(), in pack-sweep.c.)
  *
- * pack_sweep() is the O(n log n) fallback for groups with too many
- * overlapping pairs: items in start order, first fit into the free gaps of
- * a simulated heap (a treap keyed by offset, each node knowing the largest
- * gap below it); wrap-around items are stacked at the bottom first.
- *
- * Invariant: when either returns 0, the group's item offsets form a valid
- * packing whose peak is g->peak.  No locking: one ctx per thread.
+ * Invariant: when pack_greedy() returns 0, the group's item offsets form a
+ * valid packing whose peak is g->peak.  No locking: one ctx per thread.
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -9,12 +9,15 @@
  * stacks at the bottom (for buffers that live throughout this never raises
  * a packing's peak; for the rest it costs at most the bytes live at the
  * cut), and splits the others into groups (see pack-internal.h) that are
- * packed independently above them.  Each
- * group gets the greedy packing of pack-greedy.c (the sweep for groups too
- * big for it); while time remains and the peak is above the lower bound,
- * pack-search.c looks for a packing of every group under a capacity C,
- * starting with C = LOAD and bisecting between the best proven bound and
- * the best packing found.
+ * packed independently above them.  Each group gets, in this order
+ * (pack_construct_group()): the window and skyline passes of pack-window.c
+ * and pack-skyline.c, or instead the sweep of pack-sweep.c for groups too
+ * big for them; then the best-fit greedy of pack-greedy.c when it is
+ * affordable and the peak is above the group's LOAD.  While time remains
+ * and a peak is above the lower bound, the groups above it are improved
+ * locally (pack-improve.c), then pack-search.c looks for a packing of
+ * every group under a capacity C, starting with C = LOAD and bisecting
+ * between the best proven bound and the best packing found.
  *
  * Invariants: every group's item offsets always describe a valid packing
  * of that group (a search only replaces them with another valid one), so

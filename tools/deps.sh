@@ -6,7 +6,7 @@ set -eu
 
 PKGS="make gcc g++ clang pkg-config liburcu-dev libcmocka-dev liblttng-ust-dev
 zlib1g-dev python3 python3-torch lttng-tools babeltrace2
-clang-format clang-tidy cppcheck"
+clang-format clang-tidy cppcheck doxygen python3-sphinx python3-breathe"
 
 missing=""
 for p in $PKGS; do

@@ -25,7 +25,9 @@
  * Locking: s->lock (a mutex) serialises writers; readers take none.  Segment
  * descriptors leave the table before a grace period and are freed after it
  * (vmm_segs_free, with call_rcu: no caller ever waits for readers).  The
- * backend's ->synchronize runs without the lock.
+ * backend's ->synchronize that precedes an unmap runs under s->lock (map.c,
+ * and vmm_destroy here), so no new mapping of the range appears in between;
+ * only vmm_sync() calls it without the lock.
  */
 #include <errno.h>
 #include <pthread.h>

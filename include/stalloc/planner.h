@@ -44,19 +44,28 @@ struct stalloc_plan_options {
 	unsigned int flags;
 };
 
-/*
- * Plan only what repeats in an iteration; leave the persistent requests
+/**
+ * STALLOC_PLAN_NO_PERSISTENT - plan only what repeats in an iteration
+ *
+ * A flag of struct stalloc_plan_options: the persistent requests are left
  * out (for plans made in-process, after those were allocated).
  */
 #define STALLOC_PLAN_NO_PERSISTENT 0x1
 
-/* How the iterations were found. */
+/**
+ * enum stalloc_iter_source - how the iterations were found
+ * @STALLOC_ITER_MARKERS: from "iteration" markers
+ * @STALLOC_ITER_DETECTED: from the period of the request sequence
+ * @STALLOC_ITER_NONE: no repetition: planned as one problem
+ * @STALLOC_ITER_CSV: a CSV problem: no iterations
+ * @STALLOC_ITER_FILE: read from a plan file
+ */
 enum stalloc_iter_source {
-	STALLOC_ITER_MARKERS, /* from "iteration" markers */
-	STALLOC_ITER_DETECTED, /* from the period of the request sequence */
-	STALLOC_ITER_NONE, /* no repetition: planned as one problem */
-	STALLOC_ITER_CSV, /* a CSV problem: no iterations */
-	STALLOC_ITER_FILE, /* read from a plan file */
+	STALLOC_ITER_MARKERS,
+	STALLOC_ITER_DETECTED,
+	STALLOC_ITER_NONE,
+	STALLOC_ITER_CSV,
+	STALLOC_ITER_FILE,
 };
 
 /**
@@ -134,6 +143,8 @@ STALLOC_API int stalloc_plan_file(const char *path,
  * stalloc_plan_write() - write a plan file
  * @plan: the plan
  * @path: where; written to a temporary file and renamed into place
+ *
+ * Return: 0, or a negative errno naming the file (-EIO, -ENOMEM, ...).
  */
 STALLOC_API int stalloc_plan_write(const struct stalloc_plan *plan,
 				   const char *path);
@@ -166,6 +177,8 @@ STALLOC_API void stalloc_plan_summary(const struct stalloc_plan *plan,
  * @fn: called once per buffer (twice for one that wraps); a nonzero
  *	return stops the walk and is returned
  * @arg: passed to @fn
+ *
+ * Return: 0 when every buffer was visited, else what @fn returned.
  */
 STALLOC_API int stalloc_plan_for_each_buffer(
 	const struct stalloc_plan *plan,

@@ -5,7 +5,9 @@
  * stalloc is a GPU memory manager for deep-learning training: it records the
  * allocation requests of a few iterations, plans offline where every tensor
  * lives, and at run time hands out planned addresses from CUDA virtual
- * memory.  This header is the whole public C API; it is valid C99 and C++.
+ * memory.  This header is the runtime's public C API (stalloc/planner.h and
+ * stalloc/trace.h add the planner and trace reading); it is valid C99 and
+ * C++.
  *
  * Error conventions
  * -----------------
@@ -27,8 +29,17 @@
 extern "C" {
 #endif
 
+/**
+ * STALLOC_VERSION_MAJOR - major version of these headers (the soname's)
+ */
 #define STALLOC_VERSION_MAJOR 0
+/**
+ * STALLOC_VERSION_MINOR - minor version of these headers
+ */
 #define STALLOC_VERSION_MINOR 1
+/**
+ * STALLOC_VERSION_PATCH - patch level of these headers
+ */
 #define STALLOC_VERSION_PATCH 0
 
 /**
@@ -40,7 +51,12 @@ extern "C" {
 #define STALLOC_VERSION_NUM(major, minor, patch) \
 	(((major)*10000) + ((minor)*100) + (patch))
 
-/* The version of the headers being compiled against. */
+/**
+ * STALLOC_VERSION - the version of the headers being compiled against
+ *
+ * STALLOC_VERSION_NUM() of the three numbers above; compare it with
+ * stalloc_version().
+ */
 #define STALLOC_VERSION                                                   \
 	STALLOC_VERSION_NUM(STALLOC_VERSION_MAJOR, STALLOC_VERSION_MINOR, \
 			    STALLOC_VERSION_PATCH)
@@ -132,9 +148,10 @@ STALLOC_API int stalloc_parse_size(const char *s, uint64_t *out);
  * creates its state: a vmm address space (one large reservation), and in it
  * the dynamic region, which grows by mapping chunks and shrinks by
  * unmapping them.  STALLOC_MODE picks the mode: "off" (the default: the
- * dynamic allocator only) or "trace" (also record every request to
+ * dynamic allocator only), "trace" (also record every request to
  * STALLOC_TRACE, a path pattern with %p pid, %d device, %r RANK; default
- * "stalloc-%p-%d.trace").  See Documentation/mapper.rst.
+ * "stalloc-%p-%d.trace"), "plan" (serve the plan file STALLOC_PLAN) or
+ * "auto" (trace, plan in-process, switch).  See Documentation/mapper.rst.
  */
 
 /**
@@ -195,10 +212,44 @@ STALLOC_API void *stalloc_malloc(size_t size, int device, void *stream);
  */
 STALLOC_API void stalloc_free(void *ptr, size_t size, int device, void *stream);
 
-/* PyTorch's optional hooks. */
+/**
+ * stalloc_init() - PyTorch's "init" hook
+ * @device_count: the number of devices
+ *
+ * Only logged: each device's state is made on its first request.
+ */
 STALLOC_API void stalloc_init(int device_count);
+
+/**
+ * stalloc_empty_cache() - give cached memory back (PyTorch's "empty_cache")
+ *
+ * On every device used: empty slabs go back to the dynamic region, every
+ * whole chunk inside a free block is unmapped, and the physical chunks are
+ * released to the driver.  Nothing is unmapped while a graph pool is
+ * active.
+ */
 STALLOC_API void stalloc_empty_cache(void);
+
+/**
+ * stalloc_memory_fraction() - cap a device's physical memory
+ * @fraction: of the device's memory, in (0, 1]
+ * @device: device ordinal
+ *
+ * PyTorch's "set_memory_fraction": applies at once to a device in use (to
+ * its next mappings) and to one used later.  A bad value is reported and
+ * ignored.
+ */
 STALLOC_API void stalloc_memory_fraction(double fraction, int device);
+
+/**
+ * stalloc_record_stream() - @ptr is also used on @stream
+ * @ptr: an address stalloc_malloc() returned
+ * @stream: another stream that uses it
+ *
+ * PyTorch's "record_stream": once @ptr is freed, its memory is handed out
+ * to another stream only after @stream's work on it is done.  An address
+ * stalloc did not hand out is reported and ignored.
+ */
 STALLOC_API void stalloc_record_stream(void *ptr, void *stream);
 
 /**
@@ -218,17 +269,36 @@ STALLOC_API void stalloc_record_stream(void *ptr, void *stream);
  * memory freed during the capture is set aside until it ends; and while a
  * pool is active stalloc makes no capture-unsafe driver call (no sync, no
  * unmap, no event on the legacy stream).  The same id may be begun again
- * (graphs sharing a pool).  Returns 0 or a negative errno (-EBUSY: the
- * pool is already active; -ENOMEM).
+ * (graphs sharing a pool).
+ *
+ * Return: 0 or a negative errno (-EBUSY: the pool is already active;
+ * -ENOMEM).
  */
 STALLOC_API int stalloc_pool_begin(int device, uint64_t id0, uint64_t id1,
 				   int (*filter)(void *ctx, void *stream),
 				   void *ctx, void (*drop)(void *ctx));
-/* The capture ended.  0, or -ENOENT when the pool is not active. */
+
+/**
+ * stalloc_pool_end() - the capture ended: stop allocating to the pool
+ * @device: the device
+ * @id0: the pool's id, first half
+ * @id1: its second half
+ *
+ * Return: 0, or -ENOENT when the pool is not active.
+ */
 STALLOC_API int stalloc_pool_end(int device, uint64_t id0, uint64_t id1);
-/*
- * The graph is gone: its pool's memory goes back (after a device sync,
- * since replays ran on streams stalloc never saw).  0, or -ENOENT.
+
+/**
+ * stalloc_pool_release() - the graph is gone: its pool's memory goes back
+ * @device: the device
+ * @id0: the pool's id, first half
+ * @id1: its second half
+ *
+ * The pool's free blocks go back at once, its live ones when freed; their
+ * next user waits for the whole device first (replays ran on streams
+ * stalloc never saw).
+ *
+ * Return: 0, or -ENOENT when there is no such pool.
  */
 STALLOC_API int stalloc_pool_release(int device, uint64_t id0, uint64_t id1);
 

@@ -21,12 +21,18 @@ extern "C" {
 
 struct stalloc_trace;
 
-/* What the planner made of an allocation. */
+/**
+ * enum stalloc_class - what the planner made of an allocation
+ * @STALLOC_CLASS_NONE: set-up, first iteration, tear-down
+ * @STALLOC_CLASS_PERSISTENT: weights, optimizer state
+ * @STALLOC_CLASS_STATIC: repeats every iteration (cross too)
+ * @STALLOC_CLASS_DYNAMIC: varies between iterations
+ */
 enum stalloc_class {
-	STALLOC_CLASS_NONE = 0, /* set-up, first iteration, tear-down */
-	STALLOC_CLASS_PERSISTENT, /* weights, optimizer state */
-	STALLOC_CLASS_STATIC, /* repeats every iteration (cross too) */
-	STALLOC_CLASS_DYNAMIC, /* varies between iterations */
+	STALLOC_CLASS_NONE = 0,
+	STALLOC_CLASS_PERSISTENT,
+	STALLOC_CLASS_STATIC,
+	STALLOC_CLASS_DYNAMIC,
 };
 
 /**
@@ -35,7 +41,9 @@ enum stalloc_class {
  * @seq: logical time
  * @id: the allocation's ID (alloc and free)
  * @size: bytes (a free: the size of what it frees)
- * @stream: stream key, @ns: timestamp key, @dev: device key
+ * @stream: stream key
+ * @ns: timestamp key
+ * @dev: device key
  * @cls: enum stalloc_class of the allocation (a free: of what it frees)
  * @label: a marker's label, else NULL
  */
@@ -61,17 +69,38 @@ struct stalloc_trace_event {
 STALLOC_API int stalloc_trace_load(const char *path,
 				   struct stalloc_trace **out);
 
-/* Number of events. */
+/**
+ * stalloc_trace_count() - the number of events
+ * @t: the trace
+ *
+ * Return: how many events @t has.
+ */
 STALLOC_API size_t stalloc_trace_count(const struct stalloc_trace *t);
 
-/* Event @i (0 <= i < count) into @e. */
+/**
+ * stalloc_trace_get() - one event
+ * @t: the trace
+ * @i: its index, 0 <= @i < stalloc_trace_count()
+ * @e: filled in (@e->label is owned by @t)
+ */
 STALLOC_API void stalloc_trace_get(const struct stalloc_trace *t, size_t i,
 				   struct stalloc_trace_event *e);
 
-/* Event indices where iterations start; returns how many. */
+/**
+ * stalloc_trace_iterations() - where the iterations start
+ * @t: the trace
+ * @first: set to an array of the event indices where iterations start
+ *	(owned by @t)
+ *
+ * Return: the number of iterations (0 when no repetition was found).
+ */
 STALLOC_API size_t stalloc_trace_iterations(const struct stalloc_trace *t,
 					    const size_t **first);
 
+/**
+ * stalloc_trace_free() - free a trace
+ * @t: the trace, or NULL
+ */
 STALLOC_API void stalloc_trace_free(struct stalloc_trace *t);
 
 #ifdef __cplusplus
