@@ -11,8 +11,10 @@
  * the pool and disjoint, and the fingerprint.  Nothing is returned before
  * all of that holds.  See Documentation/plan-format.rst.
  *
- * Writing goes to PATH.tmp, fsync'ed, then renamed over PATH, so a reader
- * never sees half a plan.  No locking.
+ * Writing goes to PATH.tmp, fsync'ed, then renamed over PATH (when PATH is
+ * a regular file or does not exist yet; anything else, a device or a FIFO,
+ * is written to directly), so a reader never sees half a plan.  No
+ * locking.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -120,6 +123,34 @@ static void emit(const struct stalloc_plan *p, struct sbuf *b)
 	}
 }
 
+/*
+ * Is @path a regular file, or nothing yet?  Only then is the plan written
+ * beside it and renamed over it: a rename would replace a device (such as
+ * /dev/null), a FIFO or a symbolic link itself instead of writing to it.
+ */
+static bool plan_regular_target(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st))
+		return errno == ENOENT;
+	return S_ISREG(st.st_mode);
+}
+
+/* Write @b to @path as it is (not atomically: it is no regular file). */
+static int plan_write_direct(const char *path, const struct sbuf *b)
+{
+	int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	int err = 0;
+
+	if (fd < 0)
+		return sa_error(-EIO, "plan: %s: %s", path, strerror(errno));
+	if (sa_write_all(fd, b->s, b->len))
+		err = sa_error(-EIO, "plan: %s: %s", path, strerror(errno));
+	close(fd);
+	return err;
+}
+
 int stalloc_plan_write(const struct stalloc_plan *p, const char *path)
 {
 	struct sbuf b = { 0 };
@@ -136,6 +167,10 @@ int stalloc_plan_write(const struct stalloc_plan *p, const char *path)
 	if (b.oom) {
 		free(b.s);
 		return sa_error(-ENOMEM, "plan: %s: out of memory", path);
+	}
+	if (!plan_regular_target(path)) {
+		err = plan_write_direct(path, &b);
+		goto out;
 	}
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp)) {
 		free(b.s);

@@ -56,4 +56,14 @@ expect 0 "plan a CSV problem" "$PLAN" --emit-csv "$tmp/r.csv" \
 	"$W/idealloc/resnet50.csv"
 python3 tests/check-plan.py "$tmp/r.csv" >"$tmp/chk"
 ok $? "the CSV plan passes the independent overlap check"
+# -o naming a FIFO (or a device such as /dev/null): written into, never
+# renamed over -- the FIFO is still one, and its reader got the plan
+mkfifo "$tmp/fifo"
+cat "$tmp/fifo" >"$tmp/from-fifo" &
+reader=$!
+"$PLAN" -o "$tmp/fifo" "$W/cpu-torch/gpt-dense.trace" >/dev/null
+rc=$?
+wait $reader
+[ "$rc" = 0 ] && [ -p "$tmp/fifo" ] && grep -q '^checksum ' "$tmp/from-fifo"
+ok $? "-o a FIFO writes into it and leaves it a FIFO"
 [ "$fails" = 0 ]
