@@ -78,6 +78,7 @@ static bool plan_alloc(struct mdev *d, uint64_t size, uint64_t id, void *stream,
 	d->st.allocated += size;
 	if (d->st.allocated > d->st.allocated_peak)
 		d->st.allocated_peak = d->st.allocated;
+	dev_peak_check(d);
 	if (ent == MATCH_REUSED) {
 		d->st.dynamic_bytes += size;
 		*cls = SA_TP_REUSED;
@@ -200,6 +201,7 @@ static void *dyn_done(struct mdev *d, struct mblock *b, size_t size,
 	b->id = ++d->next_id;
 	cds_lfht_add(d->blocks, hash_ptr(b->addr), &b->hnode);
 	stats_alloc(d, b);
+	dev_peak_check(d);
 	sa_mutex_unlock(&d->lock);
 	if (d->rec)
 		trec_alloc(d->rec, b->id, size, (uint64_t)(uintptr_t)stream);
@@ -292,6 +294,8 @@ void stalloc_free(void *ptr, size_t size, int device, void *stream)
 	d->st.frees++;
 	d->st.allocated -= b->req;
 	d->st.dynamic_bytes -= b->req;
+	if (unlikely(id <= d->warm_id))
+		d->warm_live -= b->req; /* a warm-up leftover goes */
 	ss_freed(&d->ss, &b->tags, ss_slot(&d->ss, stream));
 	if (unlikely(b->pool || d->gp.active) &&
 	    gp_free(&d->gp, &d->ss, &d->dyn, b))

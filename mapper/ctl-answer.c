@@ -159,6 +159,25 @@ static const struct stat_field {
 };
 #undef STAT
 
+#define PEAK(f)                                            \
+	{                                                  \
+#f, offsetof(struct stalloc_peak, f), true \
+	}
+static const struct stat_field peak_fields[] = {
+	PEAK(reserved),	 PEAK(requested), PEAK(pool_used),
+	PEAK(pool_idle), PEAK(dyn_live),  PEAK(dyn_warmup),
+	PEAK(slabs),	 PEAK(dyn_free),  PEAK(cached),
+};
+#undef PEAK
+
+static uint64_t peak_value(const struct stalloc_peak *p, size_t i)
+{
+	uint64_t v;
+
+	memcpy(&v, (const char *)p + peak_fields[i].off, sizeof(v));
+	return v;
+}
+
 static uint64_t stat_value(const struct stalloc_stats *st, size_t i)
 {
 	uint64_t v;
@@ -180,7 +199,12 @@ static int dev_stats(struct ctl_buf *b, const struct mapper_view *v, bool json)
 		for (i = 0; i < ARRAY_SIZE(stat_fields); i++)
 			ctl_printf(b, ",\"%s\":%" PRIu64, stat_fields[i].name,
 				   stat_value(&v->st, i));
-		ctl_printf(b, "}");
+		ctl_printf(b, ",\"peak\":{");
+		for (i = 0; i < ARRAY_SIZE(peak_fields); i++)
+			ctl_printf(b, "%s\"%s\":%" PRIu64, i ? "," : "",
+				   peak_fields[i].name,
+				   peak_value(&v->peak, i));
+		ctl_printf(b, "}}");
 		return 0;
 	}
 	ctl_printf(b, "device %d: mode %s, backend %s\n", v->device, v->mode,
@@ -192,6 +216,14 @@ static int dev_stats(struct ctl_buf *b, const struct mapper_view *v, bool json)
 			   stat_fields[i].name, x,
 			   stat_fields[i].bytes ? "  " : "",
 			   stat_fields[i].bytes ? human(x, h, sizeof(h)) : "");
+	}
+	ctl_printf(b, "  at the reserved peak (allocation %" PRIu64 "):\n",
+		   v->peak.allocs);
+	for (i = 0; i < ARRAY_SIZE(peak_fields); i++) {
+		uint64_t x = peak_value(&v->peak, i);
+
+		ctl_printf(b, "    %-14s %20" PRIu64 "  %s\n",
+			   peak_fields[i].name, x, human(x, h, sizeof(h)));
 	}
 	return 0;
 }

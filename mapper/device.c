@@ -294,6 +294,11 @@ void dev_warmup_done(struct mdev *d)
 		return;
 	/* stalloc_free reads it without the lock */
 	__atomic_store_n(&d->warm_trim, first, __ATOMIC_RELAXED);
+	if (first && !d->warm_id) {
+		/* what the warm-up made and still holds, for the accounting */
+		d->warm_id = d->next_id;
+		d->warm_live = d->st.dynamic_bytes;
+	}
 	slab_trim(&d->slab);
 	dyn_release(&d->dyn);
 }

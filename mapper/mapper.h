@@ -233,6 +233,9 @@ enum mdev_mode { MDEV_OFF, MDEV_TRACE, MDEV_PLAN, MDEV_AUTO };
  * @warm_trim: first planned iteration: dynamic memory freed is unmapped
  *	at once (read without the lock: atomics)
  * @orphan_next: after fork, the parent's devices of an older generation
+ * @peak: where the reserved bytes were at their peak (stats.c)
+ * @warm_id: the last trace ID made before the plan took over (0: not yet)
+ * @warm_live: requested bytes of dynamic blocks made by then, still live
  */
 struct mdev {
 	int device;
@@ -260,6 +263,9 @@ struct mdev {
 	uint64_t cache_limit;
 	bool warm_trim;
 	struct mdev *orphan_next;
+	struct stalloc_peak peak;
+	uint64_t warm_id;
+	uint64_t warm_live;
 };
 
 /* The devices in use (RCU-published), and the parent's after a fork. */
@@ -305,6 +311,16 @@ void dev_report_oom(struct mdev *d, size_t size);
  */
 void dev_warmup_done(struct mdev *d);
 
+/* stats.c: take the peak accounting (a new reserved peak was reached). */
+void dev_peak_take(struct mdev *d);
+
+/* A new reserved peak?  Then account for it.  Device lock held. */
+static inline void dev_peak_check(struct mdev *d)
+{
+	if (unlikely(vmm_phys_bytes(d->vmm) > d->peak.reserved))
+		dev_peak_take(d);
+}
+
 /* auto.c: set up auto mode (dynamic region in the upper half, tracing). */
 int dev_auto_start(struct mdev *d);
 /* auto.c: an "iteration" marker in auto mode, not planned yet. */
@@ -335,6 +351,7 @@ struct mapper_busy {
  * @pool_lo: the plan's pool [@pool_lo, @pool_hi) (empty without a plan)
  * @busy: allocated ranges, sorted by address; @nr_busy of them
  * @st: its statistics
+ * @peak: where its reserved bytes were at their peak
  * @planned: a plan is in use; @disabled: it was dropped (another workload)
  * @plan_path: where the plan came from
  * @fingerprint, @nr_entries, @nr_positions, @warmup: the plan's
@@ -350,6 +367,7 @@ struct mapper_view {
 	struct mapper_busy *busy;
 	size_t nr_busy;
 	struct stalloc_stats st;
+	struct stalloc_peak peak;
 	bool planned;
 	bool disabled;
 	char plan_path[4096];

@@ -174,6 +174,7 @@ static bool live_add(struct matcher *m, uint64_t off, uint64_t size,
 	}
 	memmove(m->live + i + 1, m->live + i,
 		(m->nr_live - i) * sizeof(*m->live));
+	m->live_bytes += size;
 	m->live[i] =
 		(struct match_live){ .off = off, .size = size, .ent = ent };
 	m->nr_live++;
@@ -182,6 +183,7 @@ static bool live_add(struct matcher *m, uint64_t off, uint64_t size,
 
 static void live_remove(struct matcher *m, size_t i)
 {
+	m->live_bytes -= m->live[i].size;
 	memmove(m->live + i, m->live + i + 1,
 		(m->nr_live - i - 1) * sizeof(*m->live));
 	m->nr_live--;
@@ -281,7 +283,11 @@ static bool reuse(struct matcher *m, const struct plan_dyn *d, uint64_t size,
 /* Map the pool chunks under [off, off + size) not mapped yet. */
 static int map_slot(struct matcher *m, uint64_t off, uint64_t size)
 {
-	return vmm_map_missing(m->vmm, m->base + off, size, NULL);
+	uint64_t got = 0;
+	int err = vmm_map_missing(m->vmm, m->base + off, size, &got);
+
+	m->mapped_bytes += got;
+	return err;
 }
 
 /* The entry planned at iteration position @pos for this iteration. */
@@ -496,6 +502,7 @@ static void unmap_idle(struct matcher *m)
 			vmm_unmap_present(m->vmm, m->base + at, end - at, 0,
 					  &got);
 			freed += got;
+			m->mapped_bytes -= got;
 		}
 		if (i < m->nr_live)
 			at = m->live[i].off + m->live[i].size;

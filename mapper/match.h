@@ -78,6 +78,8 @@ struct matcher {
 	struct ss_tags *use;
 	struct sstreams *ss;
 	uint64_t chunk;
+	uint64_t mapped_bytes; /* of the pool */
+	uint64_t live_bytes; /* slot bytes of @live */
 	uint64_t *seen_size;
 	bool warm_done;
 	bool disabled;

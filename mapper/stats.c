@@ -33,6 +33,49 @@ void dev_report_oom(struct mdev *d, size_t size)
 	       st.reserved_peak, st.mapped);
 }
 
+void dev_peak_take(struct mdev *d)
+{
+	struct stalloc_peak *p = &d->peak;
+	uint64_t mapped = vmm_mapped_bytes(d->vmm), pool_mapped = 0;
+	uint64_t blocks = d->dyn.top - d->dyn.base - d->dyn.free_bytes;
+	uint64_t dyn_mapped;
+
+	p->reserved = vmm_phys_bytes(d->vmm);
+	p->requested = d->st.allocated;
+	p->allocs = d->st.allocs;
+	p->pool_used = p->pool_idle = 0;
+	if (d->planned) {
+		pool_mapped = d->match.mapped_bytes;
+		p->pool_used = d->match.live_bytes;
+		p->pool_idle = pool_mapped > p->pool_used ?
+				       pool_mapped - p->pool_used :
+				       0;
+	}
+	p->slabs = d->slab.slabs * SLAB_BYTES;
+	p->dyn_live = blocks > p->slabs ? blocks - p->slabs : 0;
+	p->dyn_warmup = d->warm_id ? d->warm_live : 0;
+	dyn_mapped = mapped - pool_mapped;
+	p->dyn_free = dyn_mapped > blocks ? dyn_mapped - blocks : 0;
+	p->cached = p->reserved > mapped ? p->reserved - mapped : 0;
+}
+
+int stalloc_peak(int device, struct stalloc_peak *p)
+{
+	struct mdev *d;
+
+	if (device < 0 || device >= MAPPER_MAX_DEVICES)
+		return sa_error(-EINVAL, "runtime: device %d out of range",
+				device);
+	d = dev_peek(device);
+	if (!d)
+		return sa_error(-ENOENT, "runtime: device %d was never used",
+				device);
+	sa_mutex_lock(&d->lock);
+	*p = d->peak;
+	sa_mutex_unlock(&d->lock);
+	return 0;
+}
+
 int stalloc_stats(int device, struct stalloc_stats *st)
 {
 	struct vmm_stats vs;
@@ -127,6 +170,7 @@ int mapper_view_get(int device, struct mapper_view *v)
 	v->vmm = d->vmm;
 	sa_mutex_lock(&d->lock);
 	v->mode = mode_name(d);
+	v->peak = d->peak;
 	v->planned = d->planned;
 	if (d->planned) {
 		const struct matcher *m = &d->match;

@@ -28,6 +28,7 @@
 #include <inttypes.h>
 #include <search.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,7 +137,47 @@ struct result {
 	uint64_t peak_req, peak_res, hits, misses, dynamic, driver;
 	uint64_t bad_frees;
 	bool plan_dropped;
+	bool has_peak; /* @peak: the runtime's peak accounting (summed) */
+	struct stalloc_peak peak;
 };
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The peak accounting's fields, for printing (struct stalloc_peak). */
+#define PEAK_FIELD(f)                                \
+	{                                            \
+#f, offsetof(struct stalloc_peak, f) \
+	}
+static const struct {
+	const char *name;
+	size_t off;
+} peak_fields[] = {
+	PEAK_FIELD(reserved),  PEAK_FIELD(requested), PEAK_FIELD(pool_used),
+	PEAK_FIELD(pool_idle), PEAK_FIELD(dyn_live),  PEAK_FIELD(dyn_warmup),
+	PEAK_FIELD(slabs),     PEAK_FIELD(dyn_free),  PEAK_FIELD(cached),
+	PEAK_FIELD(allocs),
+};
+#undef PEAK_FIELD
+
+static uint64_t peak_value(const struct stalloc_peak *p, size_t i)
+{
+	uint64_t v;
+
+	memcpy(&v, (const char *)p + peak_fields[i].off, sizeof(v));
+	return v;
+}
+
+/* Add @p's fields into @sum (several devices). */
+static void peak_add(struct stalloc_peak *sum, const struct stalloc_peak *p)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_LEN(peak_fields); i++) {
+		uint64_t v = peak_value(sum, i) + peak_value(p, i);
+
+		memcpy((char *)sum + peak_fields[i].off, &v, sizeof(v));
+	}
+}
 
 /* ------------------------------------------------------------ helpers */
 
@@ -597,9 +638,14 @@ static void collect(const struct replay *r, struct result *res)
 			continue;
 		if (is_lib(r)) {
 			struct stalloc_stats st;
+			struct stalloc_peak pk;
 
 			if (stalloc_stats(d, &st))
 				continue;
+			if (!stalloc_peak(d, &pk)) {
+				peak_add(&res->peak, &pk);
+				res->has_peak = true;
+			}
 			res->peak_res += st.reserved_peak;
 			res->hits += st.plan_hits;
 			res->misses += st.plan_misses;
@@ -674,9 +720,19 @@ static void print_json(const struct replay *r, const struct result *res)
 	       res->peak_req, res->peak_res, frag(res), util(res));
 	printf(", \"plan_hits\": %" PRIu64 ", \"plan_misses\": %" PRIu64
 	       ", \"plan_dropped\": %s, \"dynamic_allocs\": %" PRIu64
-	       ", \"driver_calls\": %" PRIu64 ", \"replay_ms\": %.3f}\n",
+	       ", \"driver_calls\": %" PRIu64,
 	       res->hits, res->misses, res->plan_dropped ? "true" : "false",
-	       res->dynamic, res->driver, r->ms);
+	       res->dynamic, res->driver);
+	if (res->has_peak) {
+		size_t i;
+
+		printf(", \"peak_accounting\": {");
+		for (i = 0; i < ARRAY_LEN(peak_fields); i++)
+			printf("%s\"%s\": %" PRIu64, i ? ", " : "",
+			       peak_fields[i].name, peak_value(&res->peak, i));
+		printf("}");
+	}
+	printf(", \"replay_ms\": %.3f}\n", r->ms);
 }
 
 static void human(uint64_t b, char *buf, size_t n)
@@ -714,6 +770,18 @@ static void print_summary(const struct replay *r, const struct result *res)
 	printf("%-16s %14" PRIu64 "\n", "failed allocs", r->failed);
 	printf("%-16s %14" PRIu64 "\n", "overlaps", r->overlaps);
 	printf("%-16s %14.3f ms\n", "replay", r->ms);
+	if (res->has_peak) {
+		size_t i;
+
+		printf("at the reserved peak (allocation %" PRIu64 "):\n",
+		       res->peak.allocs);
+		for (i = 0; i + 1 < ARRAY_LEN(peak_fields); i++) {
+			human(peak_value(&res->peak, i), h, sizeof(h));
+			printf("  %-14s %14" PRIu64 " B  (%s)\n",
+			       peak_fields[i].name, peak_value(&res->peak, i),
+			       h);
+		}
+	}
 }
 
 /* ------------------------------------------------------------ main */

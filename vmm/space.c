@@ -543,6 +543,16 @@ int vmm_for_each_mapping(struct vmm_space *s,
 	return ret;
 }
 
+uint64_t vmm_phys_bytes(const struct vmm_space *s)
+{
+	return s->st.phys_bytes;
+}
+
+uint64_t vmm_mapped_bytes(const struct vmm_space *s)
+{
+	return s->st.bytes_mapped;
+}
+
 void vmm_get_stats(struct vmm_space *s, struct vmm_stats *st)
 {
 	int k;

@@ -158,6 +158,13 @@ uint64_t vmm_base(const struct vmm_space *s);
 uint64_t vmm_size(const struct vmm_space *s);
 size_t vmm_chunk_bytes(const struct vmm_space *s);
 size_t vmm_granularity(const struct vmm_space *s);
+/*
+ * Physical bytes held now.  The caller serialises with the space's writers
+ * (the runtime reads it under its device lock, the only place it maps).
+ */
+uint64_t vmm_phys_bytes(const struct vmm_space *s);
+/* Bytes mapped now (same rule). */
+uint64_t vmm_mapped_bytes(const struct vmm_space *s);
 /* Most bytes in one segment vmm_map() makes. */
 uint64_t vmm_segment_bytes(const struct vmm_space *s);
 /* Devices granted access besides the owner: bit d for device d. */

@@ -344,6 +344,47 @@ STALLOC_API int stalloc_ctl_dir(char *buf, size_t size);
 STALLOC_API int stalloc_stats(int device, struct stalloc_stats *st);
 
 /**
+ * struct stalloc_peak - where every reserved byte was at the reserved peak
+ * @reserved: physical bytes held at the peak; the sum of the fields below
+ *	from @pool_used to @cached
+ * @requested: bytes the live allocations had asked for at that moment
+ * @pool_used: planned slots live (and dynamic requests placed in the plan's
+ *	free space), slot bytes
+ * @pool_idle: the plan's pool mapped but under no live slot at that moment
+ * @dyn_live: dynamic blocks allocated (slabs apart), block bytes
+ * @dyn_warmup: requested bytes of the dynamic blocks made before the plan
+ *	took over that were still live (the warm-up's leftovers; part of
+ *	@dyn_live)
+ * @slabs: slabs for small requests, whole
+ * @dyn_free: the dynamic region mapped but in no allocated block: free
+ *	blocks kept mapped, and the rounding of blocks to whole chunks
+ * @cached: physical memory held but mapped nowhere (kept for reuse)
+ * @allocs: allocations served when the peak was reached
+ */
+struct stalloc_peak {
+	uint64_t reserved;
+	uint64_t requested;
+	uint64_t pool_used;
+	uint64_t pool_idle;
+	uint64_t dyn_live;
+	uint64_t dyn_warmup;
+	uint64_t slabs;
+	uint64_t dyn_free;
+	uint64_t cached;
+	uint64_t allocs;
+};
+
+/**
+ * stalloc_peak() - the peak accounting of one device
+ * @device: device ordinal
+ * @p: filled in: the breakdown taken when the reserved bytes last reached a
+ *	new peak
+ *
+ * Return: 0, -EINVAL for a bad device, -ENOENT if the device was never used.
+ */
+STALLOC_API int stalloc_peak(int device, struct stalloc_peak *p);
+
+/**
  * struct stalloc_option - one configuration variable, as documented
  * @name: the environment variable (``STALLOC_...``)
  * @type: "choice", "size" (bytes, K/M/G/T suffixes), "count", "bool"
