@@ -317,7 +317,7 @@ void stalloc_free(void *ptr, size_t size, int device, void *stream)
 		if (d->ss.capture)
 			; /* no unmap while a graph is captured */
 		else if (d->warm_trim)
-			dyn_release(&d->dyn);
+			dev_release(d);
 		else
 			dev_high_water(d);
 		sa_mutex_unlock(&d->lock);

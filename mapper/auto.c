@@ -41,8 +41,7 @@ int dev_auto_start(struct mdev *d)
 	if (err)
 		return err;
 	snprintf(d->auto_path, sizeof(d->auto_path), "%s", trec_path(d->rec));
-	dyn_init(&d->dyn, d->vmm, vmm_base(d->vmm) + vmm_size(d->vmm) / 2,
-		 vmm_base(d->vmm) + vmm_size(d->vmm), &d->ss);
+	dev_regions(d, vmm_base(d->vmm) + vmm_size(d->vmm) / 2);
 	return 0;
 }
 

@@ -68,9 +68,27 @@ static int dev_open_vmm(struct mdev *d)
 	}
 	ss_init(&d->ss, d->vmm);
 	gp_init(&d->gp);
-	dyn_init(&d->dyn, d->vmm, vmm_base(d->vmm),
-		 vmm_base(d->vmm) + vmm_size(d->vmm), &d->ss);
+	dev_regions(d, vmm_base(d->vmm));
 	return 0;
+}
+
+/* The slabs' region: a sixteenth of what lies above the pool, in chunks. */
+void dev_regions(struct mdev *d, uint64_t lo)
+{
+	uint64_t end = vmm_base(d->vmm) + vmm_size(d->vmm);
+	uint64_t chunk = vmm_chunk_bytes(d->vmm);
+	uint64_t slabs = (end - lo) / 16 / chunk * chunk;
+
+	if (slabs < chunk)
+		slabs = chunk;
+	dyn_init(&d->dyn, d->vmm, lo, end - slabs, &d->ss);
+	dyn_init(&d->slab_dyn, d->vmm, end - slabs, end, &d->ss);
+}
+
+void dev_release(struct mdev *d)
+{
+	dyn_release(&d->dyn);
+	dyn_release(&d->slab_dyn);
 }
 
 /*
@@ -111,8 +129,7 @@ static void dev_load_plan(struct mdev *d)
 	}
 	snprintf(d->plan_path, sizeof(d->plan_path), "%s", path);
 	pool = match_pool_bytes(&d->match);
-	dyn_init(&d->dyn, d->vmm, vmm_base(d->vmm) + pool,
-		 vmm_base(d->vmm) + vmm_size(d->vmm), &d->ss);
+	dev_regions(d, vmm_base(d->vmm) + pool);
 	d->planned = true;
 }
 
@@ -133,7 +150,7 @@ static int dev_create(int device, struct mdev **out)
 	err = dev_open_vmm(d);
 	if (err)
 		goto err_free;
-	slab_init(&d->slab, &d->dyn);
+	slab_init(&d->slab, &d->slab_dyn);
 	d->blocks = cds_lfht_new_flavor(
 		1024, 1024, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING,
 		&urcu_bp_flavor, NULL);
@@ -256,7 +273,7 @@ void dev_trim(struct mdev *d)
 	if (d->ss.capture)
 		return; /* no unmap while a graph is captured */
 	slab_trim(&d->slab);
-	dyn_release(&d->dyn);
+	dev_release(d);
 	vmm_trim(d->vmm, 0);
 }
 
@@ -300,7 +317,7 @@ void dev_warmup_done(struct mdev *d)
 		d->warm_live = d->st.dynamic_bytes;
 	}
 	slab_trim(&d->slab);
-	dyn_release(&d->dyn);
+	dev_release(d);
 }
 
 void stalloc_init(int device_count)
@@ -405,6 +422,7 @@ void stalloc_shutdown(void)
 		urcu_bp_barrier();
 		slab_destroy(&d->slab);
 		dyn_destroy(&d->dyn);
+		dyn_destroy(&d->slab_dyn);
 		if (d->planned)
 			match_destroy(&d->match);
 		gp_destroy(&d->gp);

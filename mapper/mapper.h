@@ -213,7 +213,11 @@ enum mdev_mode { MDEV_OFF, MDEV_TRACE, MDEV_PLAN, MDEV_AUTO };
  * @lock: the allocator lock (rank SA_RANK_DEV): every field below that
  *	changes after set-up, unless said otherwise
  * @vmm: its address space
- * @dyn: the dynamic region; @slab: slabs carved from it
+ * @dyn: the dynamic region
+ * @slab_dyn: the slabs' own region, at the top of the space: slabs live
+ *	long and pin the chunks under them, so they are kept together
+ *	instead of among the dynamic blocks
+ * @slab: slabs carved from @slab_dyn
  * @ss: its streams (mapper/streams.h)
  * @gp: CUDA graph pools
  * @blocks: live dynamic blocks by address (rculfhash, read lock-free)
@@ -243,6 +247,7 @@ struct mdev {
 	struct sa_mutex lock;
 	struct vmm_space *vmm;
 	struct dyn_region dyn;
+	struct dyn_region slab_dyn;
 	struct slab_cache slab;
 	struct sstreams ss;
 	struct graph_pools gp;
@@ -293,6 +298,14 @@ static inline struct mdev *dev_peek(int device)
 	return rcu_dereference(mdev_table[device]);
 }
 
+/*
+ * Lay out the space from @lo (the plan's pool lies below): the dynamic
+ * region, then the slabs' region at the top.  Nothing may be allocated in
+ * either yet.
+ */
+void dev_regions(struct mdev *d, uint64_t lo);
+/* Unmap what is free in the dynamic and the slabs' regions. */
+void dev_release(struct mdev *d);
 /* Is @addr in a range of the parent's devices (in a forked child)? */
 bool dev_orphan_owns(int device, uint64_t addr);
 /*

@@ -37,7 +37,9 @@ void dev_peak_take(struct mdev *d)
 {
 	struct stalloc_peak *p = &d->peak;
 	uint64_t mapped = vmm_mapped_bytes(d->vmm), pool_mapped = 0;
-	uint64_t blocks = d->dyn.top - d->dyn.base - d->dyn.free_bytes;
+	uint64_t blocks = d->dyn.top - d->dyn.base - d->dyn.free_bytes +
+			  d->slab_dyn.top - d->slab_dyn.base -
+			  d->slab_dyn.free_bytes;
 	uint64_t dyn_mapped;
 
 	p->reserved = vmm_phys_bytes(d->vmm);
@@ -153,6 +155,10 @@ static bool view_busy(struct mdev *d, struct mapper_view *v)
 		if (!b->free &&
 		    !view_add(v, &cap, b->addr, b->addr + b->size,
 			      b->slab ? MAPPER_SLAB : MAPPER_DYNAMIC))
+			return false;
+	cds_list_for_each_entry(b, &d->slab_dyn.blocks, addr_node)
+		if (!b->free &&
+		    !view_add(v, &cap, b->addr, b->addr + b->size, MAPPER_SLAB))
 			return false;
 	return true;
 }

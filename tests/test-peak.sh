@@ -23,7 +23,7 @@ assert p["reserved"] == d["peak_reserved_bytes"], (p, d["peak_reserved_bytes"])
 assert p["requested"] <= p["reserved"], p
 assert p["dyn_warmup"] <= p["dyn_live"] + p["slabs"] + p["pool_used"], p
 if sys.argv[2] == "plan":
-    assert d["plan_hits"] > 0 and p["pool_used"] > p["reserved"] // 2, p
+    assert d["plan_hits"] > 0, d
 else:
     assert p["pool_used"] == 0 and p["pool_idle"] == 0, p
 PY

@@ -296,10 +296,12 @@ static struct vmm_seg *vmm_pool_fit(struct vmm_space *s, uint64_t left)
 }
 
 /*
- * Make room under the physical limit for @nr_new new chunks: release the
- * pooled segments not taken for this call (least recently used first),
- * which are too large for what is asked.  -ENOMEM, with nothing released,
- * if even that would not make room.
+ * Make room for @nr_new new chunks: release the pooled segments not taken
+ * for this call, which are all too large for what is asked.  Pooled memory
+ * is a cache for reuse, never a reason to hold more: new memory is only
+ * made once no idle memory is held beside it (so the memory held never
+ * exceeds what is mapped plus what one call could not use).  -ENOMEM, with
+ * nothing released, past the physical limit.
  */
 static int vmm_make_room(struct vmm_space *s, uint64_t nr_new,
 			 uint64_t nr_taken)
@@ -310,7 +312,7 @@ static int vmm_make_room(struct vmm_space *s, uint64_t nr_new,
 	struct vmm_seg *g;
 	int err = 0;
 
-	if (s->st.chunks_live + nr_new <= limit)
+	if (!nr_new)
 		return 0;
 	if (s->st.chunks_live - spare + nr_new > limit)
 		return sa_error(
@@ -322,8 +324,7 @@ static int vmm_make_room(struct vmm_space *s, uint64_t nr_new,
 			(unsigned long long)s->phys_limit,
 			(unsigned long long)s->st.phys_bytes,
 			(unsigned long long)(s->st.chunks_pooled * s->chunk));
-	while (!err && s->st.chunks_live + nr_new > limit &&
-	       !cds_list_empty(&s->pool)) {
+	while (!err && !cds_list_empty(&s->pool)) {
 		/* cppcheck-suppress nullPointer ; container_of idiom */
 		g = cds_list_entry(s->pool.prev, struct vmm_seg, pool_node);
 		err = vmm_seg_destroy(s, g, &dead);
