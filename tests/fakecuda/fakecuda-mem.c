@@ -571,7 +571,7 @@ static CUresult mem_release(CUmemGenericAllocationHandle id)
 
 	err = handle_get(id, &h);
 	if (err == CUDA_SUCCESS)
-		err = fc_capture_unsafe("cuMemRelease");
+		err = fc_capture_check(NULL, NULL);
 	if (err != CUDA_SUCCESS)
 		return err;
 	h->released = true;
@@ -692,7 +692,7 @@ static CUresult mem_unmap(CUdeviceptr va, size_t size)
 
 	err = whole_span(va, size, &first, &count);
 	if (err == CUDA_SUCCESS)
-		err = fc_capture_unsafe("cuMemUnmap");
+		err = fc_capture_check(NULL, NULL);
 	if (err != CUDA_SUCCESS)
 		return err;
 	fc_work_unmap(va, size);
@@ -1044,32 +1044,17 @@ FC_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
 
 FC_API unsigned long fakecuda_live_reservations(void)
 {
-	unsigned long n;
-
-	fc_lock();
-	n = fc_resv.n;
-	fc_unlock();
-	return n;
+	return fc_vec_count(&fc_resv);
 }
 
 FC_API unsigned long fakecuda_live_handles(void)
 {
-	unsigned long n;
-
-	fc_lock();
-	n = fc_nlive_handles;
-	fc_unlock();
-	return n;
+	return fc_read_locked(&fc_nlive_handles);
 }
 
 FC_API unsigned long fakecuda_live_mappings(void)
 {
-	unsigned long n;
-
-	fc_lock();
-	n = fc_maps.n;
-	fc_unlock();
-	return n;
+	return fc_vec_count(&fc_maps);
 }
 
 FC_API unsigned long long fakecuda_phys_bytes(int dev)
