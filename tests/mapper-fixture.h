@@ -157,4 +157,14 @@ static inline const char *mapper_init(int argc, char **argv, const char *prog)
 	return group;
 }
 
+/* After the group ran: the scratch directory goes; returns @ret. */
+static inline int mapper_done(int ret)
+{
+	rmdir(dir);
+	return ret;
+}
+
+/* A test of the table, with the fixture's set-up and teardown. */
+#define MAPPER_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+
 #endif /* STALLOC_TESTS_MAPPER_FIXTURE_H */

@@ -244,19 +244,18 @@ static void test_auto_mode(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
-		T(test_plan_mode),	T(test_plan_no_markers),
-		T(test_plan_perturbed), T(test_plan_other_workload),
-		T(test_plan_corrupt),	T(test_auto_mode),
-		T(test_plan_reuse),
-#undef T
+		MAPPER_TEST(test_plan_mode),
+		MAPPER_TEST(test_plan_no_markers),
+		MAPPER_TEST(test_plan_perturbed),
+		MAPPER_TEST(test_plan_other_workload),
+		MAPPER_TEST(test_plan_corrupt),
+		MAPPER_TEST(test_auto_mode),
+		MAPPER_TEST(test_plan_reuse),
 	};
 	const char *group = mapper_init(argc, argv, "mapper-plan");
-	int ret;
 
 	if (!group)
 		return 1;
-	ret = cmocka_run_group_tests_name(group, tests, NULL, NULL);
-	rmdir(dir);
-	return ret;
+	return mapper_done(
+		cmocka_run_group_tests_name(group, tests, NULL, NULL));
 }

@@ -409,18 +409,17 @@ static void test_graph_capture(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
-		T(test_streams),	  T(test_stream_syncs),
-		T(test_stream_destroyed), T(test_graph_pool),
-		T(test_graph_capture),	  T(test_plan_streams),
-#undef T
+		MAPPER_TEST(test_streams),
+		MAPPER_TEST(test_stream_syncs),
+		MAPPER_TEST(test_stream_destroyed),
+		MAPPER_TEST(test_graph_pool),
+		MAPPER_TEST(test_graph_capture),
+		MAPPER_TEST(test_plan_streams),
 	};
 	const char *group = mapper_init(argc, argv, "mapper-streams");
-	int ret;
 
 	if (!group)
 		return 1;
-	ret = cmocka_run_group_tests_name(group, tests, NULL, NULL);
-	rmdir(dir);
-	return ret;
+	return mapper_done(
+		cmocka_run_group_tests_name(group, tests, NULL, NULL));
 }

@@ -437,19 +437,22 @@ static void test_fork(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
-		T(test_basic),	     T(test_reuse),	      T(test_bad_input),
-		T(test_empty_cache), T(test_high_water),      T(test_oom),
-		T(test_threads),     T(test_trace_then_plan), T(test_fork),
-		T(test_slab),	     T(test_driver_faults),
-#undef T
+		MAPPER_TEST(test_basic),
+		MAPPER_TEST(test_reuse),
+		MAPPER_TEST(test_bad_input),
+		MAPPER_TEST(test_empty_cache),
+		MAPPER_TEST(test_high_water),
+		MAPPER_TEST(test_oom),
+		MAPPER_TEST(test_threads),
+		MAPPER_TEST(test_trace_then_plan),
+		MAPPER_TEST(test_fork),
+		MAPPER_TEST(test_slab),
+		MAPPER_TEST(test_driver_faults),
 	};
 	const char *group = mapper_init(argc, argv, "mapper");
-	int ret;
 
 	if (!group)
 		return 1;
-	ret = cmocka_run_group_tests_name(group, tests, NULL, NULL);
-	rmdir(dir);
-	return ret;
+	return mapper_done(
+		cmocka_run_group_tests_name(group, tests, NULL, NULL));
 }

@@ -7,7 +7,8 @@
  * contexts; fakecuda-stream.c streams and events; fakecuda-capture.c
  * stream capture and its rules; fakecuda-work.c the work model (clocks,
  * pending accesses, completion, launches); fakecuda-mem.c virtual memory
- * management and copies.
+ * management; fakecuda-pool.c the devices' physical memory; fakecuda-copy.c
+ * copies and memset.
  *
  * Locking: every driver entry point runs under fc_mutex, taken by
  * fc_enter() and dropped by fc_leave(), so all state reached from an entry
@@ -23,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <cuda.h>
 
@@ -170,10 +172,40 @@ unsigned int fc_call_flags(void);
 unsigned long fc_vec_count(const struct fc_vec *vec);
 unsigned long fc_read_locked(const unsigned long *v);
 
-/* fakecuda-mem.c: create the devices' physical memory at cuInit. */
+/* fakecuda-pool.c: the devices' physical memory, one file each. */
+/* A free range of a pool's file. */
+struct fc_extent {
+	off_t off;
+	size_t size;
+	struct fc_extent *next;
+};
+
+struct fc_pool {
+	int fd;
+	off_t end; /* file size */
+	struct fc_extent *free; /* sorted by offset, coalesced */
+	unsigned long long used; /* bytes of handles not yet freed */
+};
+
+extern struct fc_pool fc_pools[FC_MAX_DEV];
+
+/* fakecuda-pool.c: create the devices' physical memory at cuInit. */
 CUresult fc_mem_init(void);
+int fc_pool_alloc(struct fc_pool *pool, size_t size, off_t *off);
+/* fakecuda-pool.c: punch [off, off+size) out, back to the free list. */
+void fc_pool_free(struct fc_pool *pool, off_t off, size_t size);
 /* fakecuda-mem.c: [va, va+n) is mapped and @dev may read (and write) it. */
 CUresult fc_dev_range_check(uint64_t va, size_t n, bool write, int dev);
+/* fakecuda-mem.c: host view of checked device address @va; *@len left. */
+unsigned char *fc_dev_alias(uint64_t va, size_t *len);
+/* fakecuda-mem.c: @va lies in a reservation (unified addressing). */
+bool fc_dev_addr(uint64_t va);
+
+/* A device address as the pointer the host's calls take. */
+static inline void *fc_va_ptr(uint64_t va)
+{
+	return (void *)(uintptr_t)va;
+}
 
 /* ---------------------------------------------------------------- */
 /* Contexts, streams, events and captures                            */
