@@ -105,7 +105,8 @@ LIB_A := $(O)/libstalloc-internal.a
 FAKE_SO := $(O)/libcuda-fake.so
 FAKE_SRCS := $(wildcard tests/fakecuda/fakecuda*.c)
 TEST_NAMES := test-vmm test-util test-vmm-faults test-planner test-pack \
-	test-recorder test-mapper test-lock test-options
+	test-recorder test-mapper test-mapper-plan test-mapper-streams \
+	test-lock test-options
 TEST_BINS := $(TEST_NAMES:%=$(O)/tests/%)
 ifeq ($(HAVE_CUDA_H),y)
 TEST_BINS += $(O)/tests/fakecuda-selftest
@@ -185,6 +186,9 @@ $(O)/tests/%: tests/%.c $(LIB_A) tests/vmm-fixture.h
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(TEST_CFLAGS) $(SAN_LDFLAGS) -o $@ $< $(TEST_LDLIBS)
+
+$(addprefix $(O)/tests/,test-mapper test-mapper-plan test-mapper-streams): \
+	tests/mapper-fixture.h
 
 $(O)/tests/fakecuda-selftest: tests/fakecuda/selftest.c $(FAKE_SO)
 	@mkdir -p $(dir $@)

@@ -70,6 +70,8 @@ run planner SHARED="$SHARED" -- "$O/tests/test-planner"
 run pack -- "$O/tests/test-pack"
 run recorder -- "$O/tests/test-recorder"
 run mapper/host -- "$O/tests/test-mapper" host
+run mapper-plan/host -- "$O/tests/test-mapper-plan" host
+run mapper-streams/host -- "$O/tests/test-mapper-streams" host
 run stalloc-plan O="$O" SHARED="$SHARED" -- sh tests/test-cli.sh
 run stalloc-timeline O="$O" SHARED="$SHARED" -- sh tests/test-timeline.sh
 run lttng O="$O" -- sh tests/test-lttng.sh
@@ -88,6 +90,10 @@ if [ "$HAVE_CUDA_H" = y ]; then
 	run vmm/faults STALLOC_LIBCUDA="$FAKE" -- "$O/tests/test-vmm-faults"
 	run mapper/cuda-fake STALLOC_LIBCUDA="$FAKE" -- \
 		"$O/tests/test-mapper" cuda
+	run mapper-plan/cuda-fake STALLOC_LIBCUDA="$FAKE" -- \
+		"$O/tests/test-mapper-plan" cuda
+	run mapper-streams/cuda-fake STALLOC_LIBCUDA="$FAKE" -- \
+		"$O/tests/test-mapper-streams" cuda
 else
 	echo "SKIP cuda backend tests: built without CUDA headers"
 	skip=$((skip + 1))

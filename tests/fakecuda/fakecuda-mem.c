@@ -1,39 +1,33 @@
 // SPDX-License-Identifier: MIT
 /*
- * fakecuda-mem.c - virtual memory management and copies of the fake driver
+ * fakecuda-mem.c - virtual memory management of the fake driver
  *
- * Physical memory of a device is one sparse memfd (its pool); a physical
- * handle is an extent (offset, size) of it, so one handle can be mapped at
- * several addresses and remapped without copying.  Extents come from a
- * first-fit free list sorted by offset and kept coalesced; when nothing
- * fits the file grows, so fragmentation never causes a spurious out of
- * memory: only the sum of live handles is limited, to fc_cfg.mem.  A freed
- * extent's pages are punched out, so a new handle always reads zeros.
+ * A physical handle is an extent (offset, size) of its device's pool, a
+ * sparse memfd (fakecuda-pool.c), so one handle can be mapped at several
+ * addresses and remapped without copying; only the sum of live handles is
+ * limited, to fc_cfg.mem.
  *
  * Device memory is not host memory: reservations are PROT_NONE anonymous
  * mappings aligned as asked, and stay PROT_NONE whatever is mapped in them,
  * so a host load or store at a device address faults as it would on a real
  * GPU.  Each handle has a private alias, a MAP_SHARED view of its extent
  * that only the fake touches; cuMemMap and cuMemSetAccess only record the
- * mapping and its rights, and the copy and set calls reach the bytes
- * through the alias of the handle mapped at each address.
+ * mapping and its rights, and the copy and set calls (fakecuda-copy.c)
+ * reach the bytes through the alias of the handle mapped at each address
+ * (fc_dev_alias()).
  *
  * Invariants: every mapping lies inside one reservation and overlaps no
  * other mapping; a handle lives (in fc_handles, its bytes counted in its
  * pool's used) until it is released by the caller and no longer mapped;
- * pool->used is at most fc_cfg.mem; no free extent touches pool->end.
+ * pool->used is at most fc_cfg.mem.
  *
  * Locking: all of it runs under fc_mutex (see fakecuda-internal.h).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include "fakecuda-internal.h"
 #include "fakecuda.h"
@@ -41,20 +35,6 @@
 #define FC_HANDLE_TAG 0xfcda000000000000ULL
 #define FC_RW CU_MEM_ACCESS_FLAGS_PROT_READWRITE
 #define FC_RO CU_MEM_ACCESS_FLAGS_PROT_READ
-
-/* A free range of a pool's file. */
-struct fc_extent {
-	off_t off;
-	size_t size;
-	struct fc_extent *next;
-};
-
-struct fc_pool {
-	int fd;
-	off_t end; /* file size */
-	struct fc_extent *free; /* sorted by offset, coalesced */
-	unsigned long long used; /* bytes of handles not yet freed */
-};
 
 struct fc_handle {
 	struct fc_obj o; /* key: the handle value */
@@ -81,7 +61,6 @@ struct fc_map {
 	unsigned char access[FC_MAX_DEV]; /* CUmemAccess_flags */
 };
 
-static struct fc_pool fc_pools[FC_MAX_DEV];
 static struct fc_vec fc_handles;
 static struct fc_vec fc_resv;
 static struct fc_vec fc_maps;
@@ -103,11 +82,6 @@ static struct fc_map *map_of(struct fc_obj *o)
 	return o ? fc_container_of(o, struct fc_map, o) : NULL;
 }
 
-static void *va_ptr(uint64_t va)
-{
-	return (void *)(uintptr_t)va;
-}
-
 static bool gran_aligned(uint64_t v)
 {
 	return !(v & (fc_cfg.gran - 1));
@@ -119,94 +93,6 @@ static CUresult size_violation(size_t size)
 		       "size %zu is not a nonzero multiple of the granularity "
 		       "%zu",
 		       size, fc_cfg.gran);
-}
-
-/* ------------------------------------------------------------------ */
-/* Physical memory pools                                               */
-/* ------------------------------------------------------------------ */
-
-CUresult fc_mem_init(void)
-{
-	char name[32];
-	int dev = 0;
-
-	for (dev = 0; dev < fc_cfg.ndev; dev++) {
-		snprintf(name, sizeof(name), "fakecuda-dev%d", dev);
-		fc_pools[dev].fd = memfd_create(name, MFD_CLOEXEC);
-		if (fc_pools[dev].fd < 0)
-			goto err_close;
-	}
-	return CUDA_SUCCESS;
-
-err_close:
-	perror("fakecuda: memfd_create");
-	while (dev-- > 0)
-		close(fc_pools[dev].fd);
-	return CUDA_ERROR_OUT_OF_MEMORY;
-}
-
-static int pool_alloc(struct fc_pool *pool, size_t size, off_t *off)
-{
-	struct fc_extent **pp, *x;
-
-	for (pp = &pool->free; (x = *pp); pp = &x->next) {
-		if (x->size < size)
-			continue;
-		*off = x->off;
-		x->off += (off_t)size;
-		x->size -= size;
-		if (!x->size) {
-			*pp = x->next;
-			free(x);
-		}
-		return 0;
-	}
-	if (ftruncate(pool->fd, pool->end + (off_t)size))
-		return -1;
-	*off = pool->end;
-	pool->end += (off_t)size;
-	return 0;
-}
-
-static off_t extent_end(const struct fc_extent *x)
-{
-	return x->off + (off_t)x->size;
-}
-
-/* Punch [off, off+size) out and give it back to the free list. */
-static void pool_free(struct fc_pool *pool, off_t off, size_t size)
-{
-	struct fc_extent **pp = &pool->free, *x, *next;
-
-	fallocate(pool->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off,
-		  (off_t)size);
-	while (*pp && extent_end(*pp) < off)
-		pp = &(*pp)->next;
-	x = *pp;
-	if (x && extent_end(x) == off) {
-		x->size += size;
-	} else {
-		x = malloc(sizeof(*x));
-		if (!x)
-			return; /* lose the range; it is punched */
-		x->off = off;
-		x->size = size;
-		x->next = *pp;
-		*pp = x;
-	}
-	next = x->next;
-	if (next && extent_end(x) == next->off) {
-		x->size += next->size;
-		x->next = next->next;
-		free(next);
-	}
-	if (extent_end(x) == pool->end) {
-		pool->end = x->off;
-		*pp = x->next;
-		free(x);
-		if (ftruncate(pool->fd, pool->end))
-			perror("fakecuda: ftruncate");
-	}
 }
 
 /* ------------------------------------------------------------------ */
@@ -400,7 +286,7 @@ static uint64_t reserve_aligned(size_t size, size_t align)
 	if (start > base)
 		munmap(p, start - base);
 	if (end > start + size)
-		munmap(va_ptr(start + size), end - (start + size));
+		munmap(fc_va_ptr(start + size), end - (start + size));
 	return start;
 }
 
@@ -426,7 +312,7 @@ static CUresult mem_reserve(CUdeviceptr *ptr, size_t size, size_t align,
 	return CUDA_SUCCESS;
 
 err_unmap:
-	munmap(va_ptr(r->o.key), size);
+	munmap(fc_va_ptr(r->o.key), size);
 err_free:
 	free(r);
 	return CUDA_ERROR_OUT_OF_MEMORY;
@@ -458,7 +344,7 @@ static CUresult mem_address_free(CUdeviceptr ptr, size_t size)
 		return fc_viol(CUDA_ERROR_INVALID_VALUE,
 			       "reservation 0x%llx still has mappings",
 			       (unsigned long long)ptr);
-	munmap(va_ptr(ptr), size);
+	munmap(fc_va_ptr(ptr), size);
 	fc_vec_remove_key(&fc_resv, ptr);
 	free(r);
 	return CUDA_SUCCESS;
@@ -510,7 +396,7 @@ static CUresult mem_create(CUmemGenericAllocationHandle *out, size_t size,
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (pool_alloc(pool, size, &h->off))
+	if (fc_pool_alloc(pool, size, &h->off))
 		goto err_free;
 	h->alias = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED,
 			pool->fd, h->off);
@@ -533,7 +419,7 @@ static CUresult mem_create(CUmemGenericAllocationHandle *out, size_t size,
 err_unmap:
 	munmap(h->alias, size);
 err_extent:
-	pool_free(pool, h->off, size);
+	fc_pool_free(pool, h->off, size);
 err_free:
 	free(h);
 	return CUDA_ERROR_OUT_OF_MEMORY;
@@ -558,7 +444,7 @@ static void handle_free(struct fc_handle *h)
 	struct fc_pool *pool = &fc_pools[h->dev];
 
 	munmap(h->alias, h->size);
-	pool_free(pool, h->off, h->size);
+	fc_pool_free(pool, h->off, h->size);
 	pool->used -= h->size;
 	fc_vec_remove_key(&fc_handles, h->o.key);
 	free(h);
@@ -571,7 +457,7 @@ static CUresult mem_release(CUmemGenericAllocationHandle id)
 
 	err = handle_get(id, &h);
 	if (err == CUDA_SUCCESS)
-		err = fc_capture_unsafe("cuMemRelease");
+		err = fc_capture_check(NULL, NULL);
 	if (err != CUDA_SUCCESS)
 		return err;
 	h->released = true;
@@ -692,7 +578,7 @@ static CUresult mem_unmap(CUdeviceptr va, size_t size)
 
 	err = whole_span(va, size, &first, &count);
 	if (err == CUDA_SUCCESS)
-		err = fc_capture_unsafe("cuMemUnmap");
+		err = fc_capture_check(NULL, NULL);
 	if (err != CUDA_SUCCESS)
 		return err;
 	fc_work_unmap(va, size);
@@ -847,7 +733,7 @@ FC_API CUresult cuMemGetAllocationGranularity(
 }
 
 /* ------------------------------------------------------------------ */
-/* Copies                                                              */
+/* Device ranges, for copies and launches                              */
 /* ------------------------------------------------------------------ */
 
 /*
@@ -879,163 +765,25 @@ CUresult fc_dev_range_check(uint64_t va, size_t n, bool write, int dev)
 }
 
 /*
- * Common checks of a copy of @n bytes: a usable current context, a host
- * pointer if there is one, and the device ranges @dst (written) and @src
- * (read), each skipped when 0.
+ * The fake's own view of the checked device address @va, through the alias
+ * of the handle mapped there, and in *@len the bytes of that mapping from
+ * @va on.
  */
-static CUresult copy_check(uint64_t dst, uint64_t src, const void *host,
-			   bool has_host, size_t n)
+unsigned char *fc_dev_alias(uint64_t va, size_t *len)
 {
-	CUresult err;
-	int dev = 0;
+	size_t i = 0;
+	struct fc_map *m;
 
-	err = fc_ctx_current_dev(&dev);
-	if (err != CUDA_SUCCESS || !n)
-		return err;
-	if (has_host && !host)
-		return fc_viol(CUDA_ERROR_INVALID_VALUE,
-			       "host pointer is NULL");
-	if (dst)
-		err = fc_dev_range_check(dst, n, true, dev);
-	if (err == CUDA_SUCCESS && src)
-		err = fc_dev_range_check(src, n, false, dev);
-	if (err == CUDA_SUCCESS)
-		err = fc_work_sync_copy(dst, src, n);
-	return err;
-}
-
-enum fc_xfer { FC_TO_DEV, FC_FROM_DEV, FC_SET };
-
-/*
- * Move @n bytes between the checked device range at @va and @buf (or set
- * them to *@buf with FC_SET), one mapping at a time, through the aliases.
- */
-static void dev_xfer(uint64_t va, unsigned char *buf, size_t n,
-		     enum fc_xfer how)
-{
-	while (n) {
-		size_t i = 0, len;
-		struct fc_map *m;
-		unsigned char *at;
-
-		map_index(va, &i);
-		m = map_of(fc_maps.v[i]);
-		at = m->h->alias + (va - m->o.key);
-		len = m->o.key + m->size - va;
-		if (len > n)
-			len = n;
-		if (how == FC_TO_DEV)
-			memcpy(at, buf, len);
-		else if (how == FC_FROM_DEV)
-			memcpy(buf, at, len);
-		else
-			memset(at, *buf, len);
-		va += len;
-		n -= len;
-		if (how != FC_SET)
-			buf += len;
-	}
-}
-
-/* Device to device through a bounce buffer: the ranges may overlap. */
-static CUresult dev_copy(uint64_t dst, uint64_t src, size_t n)
-{
-	unsigned char *tmp = malloc(n);
-
-	if (!tmp)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	dev_xfer(src, tmp, n, FC_FROM_DEV);
-	dev_xfer(dst, tmp, n, FC_TO_DEV);
-	free(tmp);
-	return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuMemsetD8(CUdeviceptr dst, unsigned char uc, size_t n)
-{
-	CUresult err = fc_enter(FC_cuMemsetD8);
-
-	if (err == CUDA_SUCCESS && !dst)
-		err = fc_viol(CUDA_ERROR_INVALID_VALUE, "dstDevice is 0");
-	if (err == CUDA_SUCCESS)
-		err = copy_check(dst, 0, NULL, false, n);
-	if (err == CUDA_SUCCESS && n)
-		dev_xfer(dst, &uc, n, FC_SET);
-	return fc_leave(err);
-}
-
-FC_API CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n)
-{
-	CUresult err = fc_enter(FC_cuMemcpyHtoD);
-
-	if (err == CUDA_SUCCESS && !dst)
-		err = fc_viol(CUDA_ERROR_INVALID_VALUE, "dstDevice is 0");
-	if (err == CUDA_SUCCESS)
-		err = copy_check(dst, 0, src, true, n);
-	if (err == CUDA_SUCCESS && n)
-		dev_xfer(dst, (unsigned char *)(uintptr_t)src, n, FC_TO_DEV);
-	return fc_leave(err);
-}
-
-FC_API CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n)
-{
-	CUresult err = fc_enter(FC_cuMemcpyDtoH);
-
-	if (err == CUDA_SUCCESS && !src)
-		err = fc_viol(CUDA_ERROR_INVALID_VALUE, "srcDevice is 0");
-	if (err == CUDA_SUCCESS)
-		err = copy_check(0, src, dst, true, n);
-	if (err == CUDA_SUCCESS && n)
-		dev_xfer(src, dst, n, FC_FROM_DEV);
-	return fc_leave(err);
-}
-
-FC_API CUresult cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n)
-{
-	CUresult err = fc_enter(FC_cuMemcpyDtoD);
-
-	if (err == CUDA_SUCCESS && (!dst || !src))
-		err = fc_viol(CUDA_ERROR_INVALID_VALUE, "device pointer is 0");
-	if (err == CUDA_SUCCESS)
-		err = copy_check(dst, src, NULL, false, n);
-	if (err == CUDA_SUCCESS && n)
-		err = dev_copy(dst, src, n);
-	return fc_leave(err);
+	map_index(va, &i);
+	m = map_of(fc_maps.v[i]);
+	*len = m->o.key + m->size - va;
+	return m->h->alias + (va - m->o.key);
 }
 
 /* Unified addressing: an address inside a reservation is the device's. */
-static bool is_dev(uint64_t va)
+bool fc_dev_addr(uint64_t va)
 {
 	return va && res_holding(va, 1);
-}
-
-static CUresult mem_copy(uint64_t dst, uint64_t src, size_t n)
-{
-	bool ddev = is_dev(dst), sdev = is_dev(src);
-	CUresult err;
-
-	if (!dst || !src)
-		return fc_viol(CUDA_ERROR_INVALID_VALUE, "pointer is 0");
-	err = copy_check(ddev ? dst : 0, sdev ? src : 0, NULL, false, n);
-	if (err != CUDA_SUCCESS || !n)
-		return err;
-	if (ddev && sdev)
-		return dev_copy(dst, src, n);
-	if (ddev)
-		dev_xfer(dst, va_ptr(src), n, FC_TO_DEV);
-	else if (sdev)
-		dev_xfer(src, va_ptr(dst), n, FC_FROM_DEV);
-	else
-		memmove(va_ptr(dst), va_ptr(src), n);
-	return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
-{
-	CUresult err = fc_enter(FC_cuMemcpy);
-
-	if (err == CUDA_SUCCESS)
-		err = mem_copy(dst, src, n);
-	return fc_leave(err);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1044,32 +792,17 @@ FC_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
 
 FC_API unsigned long fakecuda_live_reservations(void)
 {
-	unsigned long n;
-
-	fc_lock();
-	n = fc_resv.n;
-	fc_unlock();
-	return n;
+	return fc_vec_count(&fc_resv);
 }
 
 FC_API unsigned long fakecuda_live_handles(void)
 {
-	unsigned long n;
-
-	fc_lock();
-	n = fc_nlive_handles;
-	fc_unlock();
-	return n;
+	return fc_read_locked(&fc_nlive_handles);
 }
 
 FC_API unsigned long fakecuda_live_mappings(void)
 {
-	unsigned long n;
-
-	fc_lock();
-	n = fc_maps.n;
-	fc_unlock();
-	return n;
+	return fc_vec_count(&fc_maps);
 }
 
 FC_API unsigned long long fakecuda_phys_bytes(int dev)

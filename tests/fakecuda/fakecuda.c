@@ -146,6 +146,27 @@ void fc_vec_remove_key(struct fc_vec *vec, uint64_t key)
 		fc_vec_remove(vec, i - 1, 1);
 }
 
+/* For the control interface: they take the lock themselves. */
+unsigned long fc_vec_count(const struct fc_vec *vec)
+{
+	unsigned long n;
+
+	fc_lock();
+	n = vec->n;
+	fc_unlock();
+	return n;
+}
+
+unsigned long fc_read_locked(const unsigned long *v)
+{
+	unsigned long n;
+
+	fc_lock();
+	n = *v;
+	fc_unlock();
+	return n;
+}
+
 /* ------------------------------------------------------------------ */
 /* Lock, gate and violations                                           */
 /* ------------------------------------------------------------------ */
@@ -212,6 +233,16 @@ CUresult fc_leave(CUresult err)
 {
 	fc_unlock();
 	return err;
+}
+
+const char *fc_call_name(void)
+{
+	return fc_call_info[fc_cur].name;
+}
+
+unsigned int fc_call_flags(void)
+{
+	return fc_call_info[fc_cur].flags;
 }
 
 static bool fc_env_true(const char *name)
@@ -329,24 +360,13 @@ FC_API void fakecuda_fail_clear(void)
 FC_API unsigned long fakecuda_calls(const char *call)
 {
 	int c = fc_call_lookup(call);
-	unsigned long n;
 
-	if (c < 0)
-		return 0;
-	fc_lock();
-	n = fc_ncalls[c];
-	fc_unlock();
-	return n;
+	return c < 0 ? 0 : fc_read_locked(&fc_ncalls[c]);
 }
 
 FC_API unsigned long fakecuda_calls_total(void)
 {
-	unsigned long n;
-
-	fc_lock();
-	n = fc_ntotal;
-	fc_unlock();
-	return n;
+	return fc_read_locked(&fc_ntotal);
 }
 
 FC_API void fakecuda_calls_reset(void)
@@ -364,12 +384,7 @@ FC_API void fakecuda_aside(int on)
 
 FC_API unsigned long fakecuda_violations(void)
 {
-	unsigned long n;
-
-	fc_lock();
-	n = fc_nviol;
-	fc_unlock();
-	return n;
+	return fc_read_locked(&fc_nviol);
 }
 
 /*

@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tests/test-mapper-plan.c - the runtime in plan and auto modes
+ *
+ * A small regular workload is traced and planned (make_plan()), then run
+ * under the plan: every request hits, with or without markers; inserted
+ * and resized requests miss and the plan recovers; another workload drops
+ * the plan; a corrupt plan leaves the device in off mode; a dynamic
+ * request goes to the space the plan leaves free; auto mode plans in the
+ * background and switches mid-run.  Set-up: tests/mapper-fixture.h.
+ */
+#include "tests/mapper-fixture.h"
+
+static void test_plan_mode(void **state)
+{
+	struct stalloc_stats st;
+	struct blk live[6];
+	char plan[256];
+	void *w;
+	int k;
+
+	(void)state;
+	make_plan(plan, sizeof(plan));
+	w = stalloc_malloc(32 * MB, 0, NULL);
+	for (k = 0; k < 6; k++) {
+		stalloc_mark("iteration");
+		workload_iter(live, 1, false, false);
+	}
+	stalloc_stats(0, &st);
+	/* the weights, then 6 requests in each of the 5 planned iterations */
+	assert_int_equal(st.plan_hits, 1 + 5 * 6);
+	assert_int_equal(st.plan_misses, 0);
+	assert_int_equal(st.dynamic_bytes, 0);
+	/* mapped: the pool (plus the warm-up's dynamic blocks) */
+	assert_true(st.mapped <= 32 * MB + 21 * MB + 32 * MB);
+	stalloc_free(w, 0, 0, NULL);
+	unlink(plan);
+}
+
+/* No markers at run time: iteration starts are told from the requests. */
+static void test_plan_no_markers(void **state)
+{
+	struct stalloc_stats a, b;
+	struct blk live[6];
+	char plan[256];
+	void *w;
+	int k;
+
+	(void)state;
+	make_plan(plan, sizeof(plan));
+	w = stalloc_malloc(32 * MB, 0, NULL);
+	for (k = 0; k < 3; k++)
+		workload_iter(live, 1, false, false);
+	stalloc_stats(0, &a);
+	for (k = 0; k < 3; k++)
+		workload_iter(live, 1, false, false);
+	stalloc_stats(0, &b);
+	/* the prologue is the weights and the first iteration; then all hit */
+	assert_int_equal(b.plan_hits - a.plan_hits, 3 * 6);
+	assert_int_equal(b.plan_misses, a.plan_misses);
+	assert_true(a.plan_hits >= 1 + 6);
+	stalloc_free(w, 0, 0, NULL);
+	unlink(plan);
+}
+
+static void test_plan_perturbed(void **state)
+{
+	struct stalloc_stats a, b;
+	struct blk live[6];
+	char plan[256];
+	void *w;
+	int k;
+
+	(void)state;
+	make_plan(plan, sizeof(plan));
+	w = stalloc_malloc(32 * MB, 0, NULL);
+	for (k = 0; k < 3; k++) {
+		stalloc_mark("iteration");
+		workload_iter(live, 1, false, false);
+	}
+	stalloc_stats(0, &a);
+	stalloc_mark("iteration");
+	workload_iter(live, 1, true, false); /* an inserted request */
+	stalloc_mark("iteration");
+	workload_iter(live, 1, false, true); /* a resized request */
+	stalloc_mark("iteration");
+	workload_iter(live, 1, false, false); /* and back to normal */
+	stalloc_stats(0, &b);
+	assert_true(b.plan_misses - a.plan_misses <= 3 * 2);
+	assert_int_equal(b.plan_hits - a.plan_hits, 6 + 5 + 6);
+	stalloc_free(w, 0, 0, NULL);
+	unlink(plan);
+}
+
+static void test_plan_other_workload(void **state)
+{
+	enum stalloc_log_level old = stalloc_set_log_level(STALLOC_LOG_NONE);
+	struct stalloc_stats a, b;
+	struct blk live[6];
+	char plan[256];
+	void *w;
+	int k;
+
+	(void)state;
+	make_plan(plan, sizeof(plan));
+	w = stalloc_malloc(64 * MB, 0, NULL); /* another model */
+	for (k = 0; k < 3; k++) {
+		stalloc_mark("iteration");
+		workload_iter(live, 2, false, false);
+	}
+	stalloc_stats(0, &a);
+	stalloc_mark("iteration");
+	workload_iter(live, 2, false, false);
+	stalloc_stats(0, &b);
+	/* dropped after the first planned iteration: all dynamic now */
+	assert_int_equal(b.plan_hits, a.plan_hits);
+	assert_int_equal(b.plan_misses, a.plan_misses);
+	stalloc_free(w, 0, 0, NULL);
+	unlink(plan);
+	stalloc_set_log_level(old);
+}
+
+static void test_plan_corrupt(void **state)
+{
+	enum stalloc_log_level old = stalloc_set_log_level(STALLOC_LOG_NONE);
+	struct stalloc_stats st;
+	char plan[256];
+	FILE *f;
+	void *p;
+
+	(void)state;
+	make_plan(plan, sizeof(plan));
+	f = fopen(plan, "r+");
+	assert_non_null(f);
+	fseek(f, 40, SEEK_SET);
+	fputc('#', f);
+	fclose(f);
+	p = stalloc_malloc(5 * MB, 0, NULL); /* off mode, with a warning */
+	assert_non_null(p);
+	stalloc_free(p, 0, 0, NULL);
+	stalloc_stats(0, &st);
+	assert_int_equal(st.plan_hits + st.plan_misses, 0);
+	unlink(plan);
+	stalloc_set_log_level(old);
+}
+
+/* One iteration with a request whose size varies (an expert buffer). */
+static void *moe_iter(int k, void **b_out)
+{
+	void *a, *b, *c;
+
+	a = stalloc_malloc(8 * MB, 0, NULL);
+	stalloc_free(a, 0, 0, NULL);
+	b = stalloc_malloc((size_t)(1 + k % 3) * MB, 0, NULL);
+	rb_stamp(b, (size_t)(1 + k % 3) * MB, 7);
+	stalloc_free(b, 0, 0, NULL);
+	c = stalloc_malloc(8 * MB, 0, NULL);
+	stalloc_free(c, 0, 0, NULL);
+	*b_out = b;
+	return a;
+}
+
+/* A dynamic request goes to the space the plan leaves free around it. */
+static void test_plan_reuse(void **state)
+{
+	char pattern[256], trace[256], plan[256];
+	struct stalloc_plan *p;
+	struct stalloc_plan_summary s;
+	struct stalloc_stats st;
+	void *a, *b;
+	int k;
+
+	(void)state;
+	snprintf(pattern, sizeof(pattern), "%s/r-%%d.trace", dir);
+	snprintf(trace, sizeof(trace), "%s/r-0.trace", dir);
+	snprintf(plan, sizeof(plan), "%s/r.plan", dir);
+	setenv("STALLOC_MODE", "trace", 1);
+	setenv("STALLOC_TRACE", pattern, 1);
+	for (k = 0; k < 4; k++) {
+		stalloc_mark("iteration");
+		moe_iter(k, &b);
+	}
+	stalloc_shutdown();
+	assert_int_equal(stalloc_plan_file(trace, NULL, &p), 0);
+	stalloc_plan_summary(p, &s);
+	assert_int_equal(s.dynamic_requests, 1);
+	assert_int_equal(stalloc_plan_write(p, plan), 0);
+	stalloc_plan_free(p);
+	setenv("STALLOC_MODE", "plan", 1);
+	setenv("STALLOC_PLAN", plan, 1);
+	for (k = 0; k < 5; k++) {
+		stalloc_mark("iteration");
+		a = moe_iter(k, &b);
+		if (k >= 2) /* planned iterations: b lands where a was */
+			assert_ptr_equal(a, b);
+	}
+	stalloc_stats(0, &st);
+	assert_int_equal(st.allocated, 0);
+	unlink(trace);
+	unlink(plan);
+}
+
+/* Auto mode: traced, planned in the background, switched to mid-run. */
+static void test_auto_mode(void **state)
+{
+	char pattern[256], path[256];
+	struct stalloc_stats a, b;
+	struct blk live[6];
+	void *w;
+	int k;
+
+	(void)state;
+	snprintf(pattern, sizeof(pattern), "%s/auto-%%d.trace", dir);
+	snprintf(path, sizeof(path), "%s/auto-0.trace", dir);
+	setenv("STALLOC_MODE", "auto", 1);
+	setenv("STALLOC_AUTO_ITERS", "4", 1);
+	setenv("STALLOC_TRACE", pattern, 1);
+	w = stalloc_malloc(32 * MB, 0, NULL);
+	for (k = 0; k < 5; k++) { /* 4 traced, the 5th while planning */
+		stalloc_mark("iteration");
+		workload_iter(live, 1, false, false);
+	}
+	/* the planner runs in the background; wait for its result */
+	for (k = 0; k < 500; k++) {
+		stalloc_mark("iteration");
+		workload_iter(live, 1, false, false);
+		stalloc_stats(0, &a);
+		if (a.plan_hits)
+			break;
+		usleep(10000);
+	}
+	assert_true(a.plan_hits > 0);
+	stalloc_mark("iteration");
+	workload_iter(live, 1, false, false);
+	stalloc_stats(0, &b);
+	/* a whole planned iteration: every request hits */
+	assert_int_equal(b.plan_hits - a.plan_hits, 6);
+	assert_int_equal(b.plan_misses, a.plan_misses);
+	stalloc_free(w, 0, 0, NULL);
+	unsetenv("STALLOC_AUTO_ITERS");
+	unlink(path);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		MAPPER_TEST(test_plan_mode),
+		MAPPER_TEST(test_plan_no_markers),
+		MAPPER_TEST(test_plan_perturbed),
+		MAPPER_TEST(test_plan_other_workload),
+		MAPPER_TEST(test_plan_corrupt),
+		MAPPER_TEST(test_auto_mode),
+		MAPPER_TEST(test_plan_reuse),
+	};
+	const char *group = mapper_init(argc, argv, "mapper-plan");
+
+	if (!group)
+		return 1;
+	return mapper_done(
+		cmocka_run_group_tests_name(group, tests, NULL, NULL));
+}
