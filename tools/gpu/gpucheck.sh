@@ -3,7 +3,7 @@
 # tools/gpu/gpucheck.sh - the vmm and runtime suites on the real CUDA driver
 #
 # Run by `make gpucheck` on a machine with an NVIDIA GPU: the suites that
-# make check runs on the fake driver (tests/test-vmm, tests/test-mapper),
+# make check runs on the fake driver (tests/test-vmm, tests/test-mapper*),
 # here against the real libcuda.so.1, the vmm demo on the cuda backend, the
 # vmm benchmark on the real driver, and tools/gpu/kernel-check.cu (built with
 # nvcc when it is there): real kernels writing and checking stalloc memory
@@ -49,6 +49,8 @@ check() {
 
 check vmm/cuda "$O/tests/test-vmm" cuda
 check mapper/cuda "$O/tests/test-mapper" cuda
+check mapper-plan/cuda "$O/tests/test-mapper-plan" cuda
+check mapper-streams/cuda "$O/tests/test-mapper-streams" cuda
 [ -x "$O/stalloc-vmm-demo" ] &&
 	check vmm-demo env STALLOC_BACKEND=cuda "$O/stalloc-vmm-demo"
 if [ -x "$O/bench/bench-vmm" ]; then
