@@ -295,6 +295,8 @@ static int pack_place(struct pack_greedy_state *st, uint32_t id, uint64_t *peak)
 	for (k = 0; k < it->nr_iv; k++)
 		n = pack_tree_query(st, pack_local_lo(ctx, it, k),
 				    pack_local_hi(ctx, it, k), n);
+	/* The query's lists and the sort of what it found. */
+	pack_charge(ctx, 8 + 2 * n);
 	it->off = pack_best_fit(st->nb, n, it->size, st->first_fit);
 	if (it->off + it->size > *peak)
 		*peak = it->off + it->size;

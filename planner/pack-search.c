@@ -101,8 +101,22 @@ struct pack_search {
 	uint64_t nodes;
 	uint64_t node_limit;
 	uint64_t work;
+	uint64_t steps;
 	bool dead;
 };
+
+/*
+ * The search's elementary steps are cheaper than the skyline's: they are
+ * charged at half a work unit each (see PACK_WORK_PER_MS).
+ */
+static void pack_s_charge(struct pack_search *s, uint64_t steps)
+{
+	s->steps += steps;
+	if (s->steps >= 64) {
+		pack_charge(s->ctx, s->steps >> 1);
+		s->steps &= 1;
+	}
+}
 
 static int pack_u32s_push(struct pack_u32s *a, uint32_t x)
 {
@@ -225,6 +239,7 @@ static int pack_search_sections(struct pack_search *s)
 	}
 	if (s->work > PACK_SEARCH_MAX_WORK)
 		return -ETIME;
+	pack_s_charge(s, s->work + nr);
 	s->sec_items = malloc((nr + 1) * sizeof(*s->sec_items));
 	fill = calloc(s->S + 1, sizeof(*fill));
 	if (!s->sec_items || !fill) {
@@ -380,6 +395,7 @@ static void pack_search_rank(struct pack_search *s, const uint32_t *items,
 	size_t i;
 	int j;
 
+	pack_s_charge(s, 16 * n);
 	for (i = 0; i < n; i++) {
 		uint32_t u = items ? items[i] : (uint32_t)i;
 
@@ -433,6 +449,7 @@ static int pack_raise_neighbours(struct pack_search *s, uint32_t c,
 	int err = 0;
 
 	s->affected.n = 0;
+	pack_s_charge(s, s->nb_start[c + 1] - s->nb_start[c]);
 	if (++s->sec_gen == 0) {
 		memset(s->sec_stamp, 0, s->S * sizeof(*s->sec_stamp));
 		s->sec_gen = 1;
@@ -462,6 +479,7 @@ static int pack_raise_floors(struct pack_search *s)
 		uint32_t sec = s->affected.v[i];
 		uint64_t lo = UINT64_MAX;
 
+		pack_s_charge(s, 1 + s->sec_start[sec + 1] - s->sec_start[sec]);
 		for (j = s->sec_start[sec]; j < s->sec_start[sec + 1]; j++) {
 			uint32_t v = s->sec_items[j];
 
@@ -484,8 +502,10 @@ static int pack_place(struct pack_search *s, uint32_t c)
 	int err = 0;
 
 	s->off[c] = s->min_off[c];
+	pack_s_charge(s, 4);
 	for (k = 0; k < s->nr_iv[c]; k++)
 		for (sec = s->lo[c][k]; sec < s->hi[c][k] && !err; sec++) {
+			pack_s_charge(s, 2);
 			err = pack_log(&s->floor_log, (uint32_t)sec,
 				       s->floor[sec]);
 			s->floor[sec] = top;
@@ -509,11 +529,12 @@ struct pack_part {
 	uint32_t shi;
 };
 
-static bool pack_fits(const struct pack_search *s, const struct pack_part *pt,
+static bool pack_fits(struct pack_search *s, const struct pack_part *pt,
 		      uint64_t off)
 {
 	size_t sec;
 
+	pack_s_charge(s, pt->shi - pt->slo);
 	for (sec = pt->slo; sec < pt->shi; sec++) {
 		uint64_t f = s->floor[sec] > off ? s->floor[sec] : off;
 
@@ -569,6 +590,7 @@ static int pack_candidates(struct pack_search *s, const struct pack_part *pt,
 	int err = 0;
 
 	*left = 0;
+	pack_s_charge(s, 2 * pt->n);
 	for (i = 0; i < pt->n; i++) {
 		uint32_t u = items[i];
 

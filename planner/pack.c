@@ -50,9 +50,24 @@ double pack_elapsed_ms(const struct pack_ctx *ctx)
 	       (double)(now.tv_nsec - ctx->t0.tv_nsec) / 1e6;
 }
 
-bool pack_out_of_time(const struct pack_ctx *ctx)
+static double pack_budget_ms(const struct pack_ctx *ctx)
 {
-	return pack_elapsed_ms(ctx) >= ctx->limit_ms;
+	return (double)ctx->work_limit / PACK_WORK_PER_MS;
+}
+
+bool pack_out_of_time(struct pack_ctx *ctx)
+{
+	if (ctx->work >= ctx->work_limit || ctx->time_hit)
+		return true;
+	if (ctx->wall_limit_ms > 0 &&
+	    pack_elapsed_ms(ctx) >= ctx->wall_limit_ms)
+		ctx->time_hit = true;
+	return ctx->time_hit;
+}
+
+bool pack_past(struct pack_ctx *ctx, double until_ms)
+{
+	return pack_work_ms(ctx) >= until_ms || pack_out_of_time(ctx);
 }
 
 /* The linear pieces of @b's lifetime; returns how many (0 to 2). */
@@ -555,19 +570,18 @@ static bool pack_searchable(const struct pack_group *g)
 static int pack_construct_group(struct pack_ctx *ctx, struct pack_group *g,
 				size_t left)
 {
-	double now, until;
+	double budget = pack_budget_ms(ctx), now, until;
 	int err = 0;
 
 	if (g->edges <= PACK_GREEDY_MAX_EDGES) {
 		err = pack_window_reach(ctx, g);
 		if (!err)
-			err = pack_window_group(ctx, g, g->load, ctx->limit_ms,
-						0, 1);
+			err = pack_window_group(ctx, g, g->load, budget, 0, 1);
 		if (!err)
 			err = pack_skyline(ctx, g);
 		if (!err && !ctx->no_search && g->peak > g->load) {
-			now = pack_elapsed_ms(ctx);
-			until = now + (ctx->limit_ms - now) / (double)left;
+			now = pack_work_ms(ctx);
+			until = now + (budget - now) / (double)left;
 			if (pack_searchable(g))
 				until = now + (until - now) * PACK_WINDOW_SHARE;
 			err = pack_window_group(ctx, g, g->load, until, 1,
@@ -611,8 +625,8 @@ static int pack_construct(struct pack_ctx *ctx)
  */
 static int pack_local(struct pack_ctx *ctx)
 {
+	double budget = pack_budget_ms(ctx), now, until;
 	size_t i, left = 0;
-	double now, until;
 	int err;
 
 	for (i = 0; i < ctx->nr_groups; i++)
@@ -622,8 +636,8 @@ static int pack_local(struct pack_ctx *ctx)
 
 		if (g->peak <= ctx->target)
 			continue;
-		now = pack_elapsed_ms(ctx);
-		until = now + (ctx->limit_ms - now) / (double)left--;
+		now = pack_work_ms(ctx);
+		until = now + (budget - now) / (double)left--;
 		if (pack_searchable(g))
 			until = now + (until - now) * PACK_LOCAL_SHARE;
 		err = pack_improve_group(ctx, g, ctx->target, until,
@@ -749,6 +763,7 @@ int pack_solve(struct pack_buf *bufs, size_t nr, uint64_t horizon,
 	struct pack_opts dflt = { 0 };
 	struct pack_result r = { 0 };
 	struct pack_ctx ctx = { 0 };
+	double budget;
 	uint64_t base;
 	int err;
 
@@ -758,8 +773,10 @@ int pack_solve(struct pack_buf *bufs, size_t nr, uint64_t horizon,
 	if (err)
 		return err;
 	clock_gettime(CLOCK_MONOTONIC, &ctx.t0);
-	ctx.limit_ms = opts->time_limit_ms ? (double)opts->time_limit_ms :
-					     1000.0;
+	budget = (double)(opts->budget_ms ? opts->budget_ms : 1000) *
+		 PACK_WORK_PER_MS;
+	ctx.work_limit = budget < 1e19 ? (uint64_t)budget : UINT64_MAX;
+	ctx.wall_limit_ms = (double)opts->time_limit_ms;
 	ctx.no_search = opts->no_search;
 	ctx.horizon = horizon;
 	err = pack_build_items(&ctx, bufs, nr);
@@ -782,6 +799,8 @@ int pack_solve(struct pack_buf *bufs, size_t nr, uint64_t horizon,
 		r.optimal = r.peak == r.lower_bound;
 	}
 	r.ms = pack_elapsed_ms(&ctx);
+	r.work_ms = pack_work_ms(&ctx);
+	r.time_limit_hit = ctx.time_hit;
 	if (res)
 		*res = r;
 	if (opts->capacity && r.peak > opts->capacity)
