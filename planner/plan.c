@@ -161,6 +161,7 @@ static int plan_trace(const char *path, uint64_t align,
 {
 	struct plan_seen seen = { 0 };
 	struct plan_iters it;
+	uint8_t *cls = NULL;
 	struct trace t;
 	size_t k;
 	int err;
@@ -171,7 +172,12 @@ static int plan_trace(const char *path, uint64_t align,
 	err = iters_find(&t, &it);
 	if (err)
 		goto out_trace;
-	err = plan_classify(&t, &it, align, p, &seen, NULL);
+	cls = malloc(t.nr + 1);
+	if (!cls) {
+		err = sa_error(-ENOMEM, "planner: out of memory");
+		goto out_iters;
+	}
+	err = plan_classify(&t, &it, align, p, &seen, cls);
 	if (err)
 		goto out_iters;
 	if (o->flags & STALLOC_PLAN_NO_PERSISTENT)
@@ -180,6 +186,11 @@ static int plan_trace(const char *path, uint64_t align,
 	if (!err || err == -ENOSPC) {
 		int rerr = plan_reuse(&t, &seen, p);
 
+		if (!rerr)
+			rerr = plan_bounds(&t, &it, cls, align,
+					   !(o->flags &
+					     STALLOC_PLAN_NO_PERSISTENT),
+					   &p->sum);
 		err = rerr ? rerr : err;
 	}
 	p->sum.requests = t.nr_allocs;
@@ -197,6 +208,7 @@ static int plan_trace(const char *path, uint64_t align,
 	p->nr_boundaries = p->boundaries ? it.nr : 0;
 	plan_seen_free(&seen);
 out_iters:
+	free(cls);
 	iters_free(&it);
 out_trace:
 	trace_free(&t);

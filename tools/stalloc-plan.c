@@ -197,6 +197,9 @@ static void print_json(const struct stalloc_plan *p, const char *input)
 	       s.optimal ? "true" : "false", s.plan_ms, s.budget_ms, s.work_ms,
 	       s.budget_ms > 0 ? s.work_ms / s.budget_ms : 0,
 	       s.time_limit_hit ? "true" : "false");
+	printf(", \"trace_peak\": %" PRIu64 ", \"live_peak\": %" PRIu64
+	       ", \"align_bytes\": %" PRIu64 ", \"model_bytes\": %" PRId64,
+	       s.trace_peak, s.live_peak, s.align_bytes, s.model_bytes);
 	printf(", \"iterations\": %" PRIu64 ", \"steady_iterations\": %" PRIu64
 	       ", \"iteration_source\": \"%s\", \"period_events\": %" PRIu64
 	       ", \"boundaries\": [",
@@ -259,6 +262,12 @@ static void print_human(const struct stalloc_plan *p, const char *input)
 	       "planned in %.1f ms\n",
 	       mib(s.peak), mib(s.lower_bound), 100 * gap(&s),
 	       s.optimal ? " (optimal)" : "", s.plan_ms);
+	if (s.live_peak)
+		printf("  live peak of the planned requests %.3f MiB (all "
+		       "requests %.3f MiB); the lower bound adds %.3f MiB of "
+		       "alignment and %.3f MiB of modelled lifetimes\n",
+		       mib(s.live_peak), mib(s.trace_peak), mib(s.align_bytes),
+		       (double)s.model_bytes / (1 << 20));
 	printf("  work: %.0f of %.0f nominal ms (%.1f%% of the budget)%s\n",
 	       s.work_ms, s.budget_ms,
 	       s.budget_ms > 0 ? 100 * s.work_ms / s.budget_ms : 0,

@@ -89,6 +89,15 @@ enum stalloc_iter_source {
  * @work_ms: the work the packing did (nominal ms; the same on every run)
  * @time_limit_hit: the wall-clock safety stop cut the packing short: this
  *	plan may differ from one made on an idle or faster machine
+ * @trace_peak: traces: the most bytes live at once during the steady
+ *	iterations (all but the last), every request at its requested size
+ * @live_peak: the same, counting only the planned requests: the true
+ *	lower bound of any plan of them
+ * @align_bytes: what rounding the planned sizes up to the alignment adds
+ *	to @live_peak
+ * @model_bytes: @lower_bound - @live_peak - @align_bytes: what the plan's
+ *	lifetimes add (envelopes over the iterations, the two slots of an
+ *	alternating position and persistent buffers living throughout)
  * @optimal: the packing is proven optimal
  * @fingerprint: the static request signature
  */
@@ -113,6 +122,10 @@ struct stalloc_plan_summary {
 	double budget_ms;
 	double work_ms;
 	bool time_limit_hit;
+	uint64_t trace_peak;
+	uint64_t live_peak;
+	uint64_t align_bytes;
+	int64_t model_bytes;
 };
 
 /**
