@@ -47,9 +47,8 @@ static bool bound_planned(uint8_t cls, bool persistent)
 	}
 }
 
-static void bound_event(const struct trace *t, const uint8_t *cls,
-			size_t i, uint64_t align, bool persistent,
-			struct bound_sums *s)
+static void bound_event(const struct trace *t, const uint8_t *cls, size_t i,
+			uint64_t align, bool persistent, struct bound_sums *s)
 {
 	const struct trace_event *e = &t->ev[i];
 	size_t a = e->op == TRACE_ALLOC ? i : e->peer;
@@ -107,8 +106,10 @@ int plan_bounds(const struct trace *t, const struct plan_iters *it,
 		if (t->ev[i].op == TRACE_MARK)
 			continue;
 		if (t->ev[i].op == TRACE_FREE && t->ev[i].peer == TRACE_NONE)
-			return sa_error(-EINVAL, "planner: %s: free without "
-					"its allocation", t->name);
+			return sa_error(-EINVAL,
+					"planner: %s: free without "
+					"its allocation",
+					t->name);
 		if (t->ev[i].seq >= from)
 			bound_max(&s);
 		bound_event(t, cls, i, align, persistent, &s);

@@ -107,14 +107,14 @@ struct pack_search {
 
 /*
  * The search's elementary steps are cheaper than the skyline's: they are
- * charged at half a work unit each (see PACK_WORK_PER_MS).
+ * charged at a quarter of a work unit each (see PACK_WORK_PER_MS).
  */
 static void pack_s_charge(struct pack_search *s, uint64_t steps)
 {
 	s->steps += steps;
 	if (s->steps >= 64) {
-		pack_charge(s->ctx, s->steps >> 1);
-		s->steps &= 1;
+		pack_charge(s->ctx, s->steps >> 2);
+		s->steps &= 3;
 	}
 }
 

@@ -40,6 +40,8 @@
 #define PACK_LOCAL_SHARE 0.25
 /* Of its share of the time, the window-ranked passes of a searchable group. */
 #define PACK_WINDOW_SHARE 0.5
+/* One search of the bisection gets 1 / this of the work left, at first. */
+#define PACK_ATTEMPT_SHARE 8
 
 double pack_elapsed_ms(const struct pack_ctx *ctx)
 {
@@ -661,7 +663,9 @@ static uint64_t pack_max_peak(const struct pack_ctx *ctx)
 
 /*
  * Search every group above @cap for a packing under it.  Returns 1 when
- * all are now under, 0 when one is proven impossible, -ETIME or -ENOMEM.
+ * all are now under, 0 when one is proven impossible, -ETIME when the
+ * work limit stopped it undecided, -E2BIG when a group is too big to
+ * search, or -ENOMEM.
  */
 static int pack_search_all(struct pack_ctx *ctx, uint64_t cap)
 {
@@ -674,7 +678,7 @@ static int pack_search_all(struct pack_ctx *ctx, uint64_t cap)
 		if (g->peak <= cap)
 			continue;
 		if (!pack_searchable(g))
-			return -ETIME;
+			return -E2BIG;
 		ret = pack_search(ctx, g, cap);
 		if (ret != 1)
 			return ret;
@@ -683,25 +687,55 @@ static int pack_search_all(struct pack_ctx *ctx, uint64_t cap)
 }
 
 /*
- * Bisect the capacity between @lo (no packing below it exists) and the
- * best peak found.  Sets *proven when the best peak is shown optimal.
+ * One search for a packing under @cap, stopped after @share of the work
+ * budget left (or the work budget itself): 1 found, 0 proven impossible,
+ * -ETIME undecided, or an error.
+ */
+static int pack_attempt(struct pack_ctx *ctx, uint64_t cap, unsigned int share)
+{
+	uint64_t limit = ctx->work_limit;
+	int ret;
+
+	ctx->work_limit = ctx->work + (limit - ctx->work) / share;
+	ret = pack_search_all(ctx, cap);
+	ctx->work_limit = limit;
+	return ret;
+}
+
+/*
+ * Anytime bisection of the capacity between @lo (no packing below it
+ * exists) and @hi, the best peak found (a valid packing is kept at every
+ * moment).  Each search gets a share of the work left; one that ends
+ * undecided moves the next capacity halfway up to @hi (a looser capacity
+ * is easier to reach: MiniMalloc's challenging instances are solved at
+ * their capacity in seconds, not at a LOAD below it), and when none is
+ * left to try the bisection starts over from @lo with twice the share.
+ * Sets *proven when the best peak is shown optimal.
  */
 static int pack_improve(struct pack_ctx *ctx, bool *proven)
 {
 	uint64_t lo = ctx->target, hi = pack_max_peak(ctx), cap = lo;
+	unsigned int share = PACK_ATTEMPT_SHARE;
 	int ret;
 
 	while (lo < hi && !pack_out_of_time(ctx)) {
-		ret = pack_search_all(ctx, cap);
-		if (ret == -ETIME)
+		ret = pack_attempt(ctx, cap, share);
+		if (ret == -E2BIG)
 			return 0;
-		if (ret < 0)
+		if (ret < 0 && ret != -ETIME)
 			return ret;
-		if (ret)
+		if (ret == 1) {
 			hi = pack_max_peak(ctx);
-		else
+			cap = lo + (hi - lo) / 2;
+		} else if (!ret) {
 			lo = cap + 1;
-		cap = lo + (hi - lo) / 2;
+			cap = lo + (hi - lo) / 2;
+		} else if (cap + 1 < hi) {
+			cap += (hi - cap) / 2;
+		} else {
+			share = share > 1 ? share / 2 : 1;
+			cap = lo;
+		}
 	}
 	*proven = lo >= hi;
 	return 0;
