@@ -469,24 +469,39 @@ static int pack_raise_neighbours(struct pack_search *s, uint32_t c,
 	return err;
 }
 
-/* A section's floor is at least the lowest offset left to its items. */
-static int pack_raise_floors(struct pack_search *s)
+/*
+ * A section's floor is at least the lowest offset left to its items.  The
+ * items raised all went to @top, so a section whose floor is already
+ * there cannot rise, and the scan of a section stops at the first
+ * unplaced item at or below its floor (the floor then stays).
+ */
+static int pack_raise_floors(struct pack_search *s, uint64_t top)
 {
 	size_t i, j;
 	int err = 0;
 
 	for (i = 0; i < s->affected.n && !err; i++) {
 		uint32_t sec = s->affected.v[i];
-		uint64_t lo = UINT64_MAX;
+		uint64_t lo = UINT64_MAX, fl = s->floor[sec];
 
-		pack_s_charge(s, 1 + s->sec_start[sec + 1] - s->sec_start[sec]);
+		if (fl >= top) {
+			pack_s_charge(s, 1);
+			continue;
+		}
 		for (j = s->sec_start[sec]; j < s->sec_start[sec + 1]; j++) {
 			uint32_t v = s->sec_items[j];
 
-			if (s->off[v] == UINT64_MAX && s->min_off[v] < lo)
+			if (s->off[v] != UINT64_MAX)
+				continue;
+			if (s->min_off[v] <= fl) {
+				lo = UINT64_MAX;
+				break;
+			}
+			if (s->min_off[v] < lo)
 				lo = s->min_off[v];
 		}
-		if (lo != UINT64_MAX && s->floor[sec] < lo) {
+		pack_s_charge(s, 1 + j - s->sec_start[sec]);
+		if (lo != UINT64_MAX && fl < lo) {
 			err = pack_log(&s->floor_log, sec, s->floor[sec]);
 			s->floor[sec] = lo;
 		}
@@ -514,7 +529,7 @@ static int pack_place(struct pack_search *s, uint32_t c)
 	if (!err)
 		err = pack_raise_neighbours(s, c, top);
 	if (!err)
-		err = pack_raise_floors(s);
+		err = pack_raise_floors(s, top);
 	return err;
 }
 
