@@ -258,6 +258,7 @@ static void pack_imp_float(struct pack_imp *m, uint32_t pos)
 		m->spans[n].off = o->off;
 		m->spans[n++].top = o->off + o->size;
 	}
+	pack_charge(ctx, pack_sort_units(n));
 	qsort(m->spans, n, sizeof(*m->spans), pack_span_cmp);
 	for (i = 0; i < n; i++) {
 		if (m->spans[i].off >= cur + it->size)
@@ -297,6 +298,7 @@ static int pack_imp_try(struct pack_imp *m, struct pack_window *w, int order,
 		pack_imp_make_key(m, it, order, &m->keys[r]);
 		m->keys[r++].id = g->items[i];
 	}
+	pack_charge(ctx, pack_sort_units(r));
 	qsort(m->keys, r, sizeof(*m->keys), pack_imp_key_cmp);
 	for (i = 0; i < r; i++)
 		rp[i] = m->keys[i].id;

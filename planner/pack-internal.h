@@ -125,6 +125,16 @@ static inline void pack_charge(struct pack_ctx *ctx, uint64_t units)
 	ctx->work += units;
 }
 
+/* What sorting @n elements with qsort() costs, in work units. */
+static inline uint64_t pack_sort_units(uint64_t n)
+{
+	uint64_t lg = 1;
+
+	while (lg < 64 && (1ull << lg) < n)
+		lg++;
+	return 2 * n * lg;
+}
+
 /* The work done so far, in nominal milliseconds (deterministic). */
 static inline double pack_work_ms(const struct pack_ctx *ctx)
 {
@@ -221,7 +231,8 @@ uint64_t pack_count_edges(const struct pack_ctx *ctx,
 /*
  * Branch and bound for a packing of @g with peak <= @cap.  Returns 1 when
  * found (offsets and g->peak updated), 0 when proven impossible, -ETIME
- * when the time ran out, or -ENOMEM.
+ * when the work budget ran out, -E2BIG when @g has too many overlapping
+ * pairs to search, or -ENOMEM.
  */
 int pack_search(struct pack_ctx *ctx, struct pack_group *g, uint64_t cap);
 

@@ -237,9 +237,11 @@ static int pack_search_sections(struct pack_search *s)
 		s->work += c * c;
 		s->sec_start[sec + 1] += s->sec_start[sec];
 	}
+	pack_charge(s->ctx, nr);
 	if (s->work > PACK_SEARCH_MAX_WORK)
-		return -ETIME;
-	pack_s_charge(s, s->work + nr);
+		return -E2BIG;
+	/* These lists and the neighbour lists: full units, not search steps. */
+	pack_charge(s->ctx, 2 * s->work + 4 * nr);
 	s->sec_items = malloc((nr + 1) * sizeof(*s->sec_items));
 	fill = calloc(s->S + 1, sizeof(*fill));
 	if (!s->sec_items || !fill) {
@@ -404,6 +406,7 @@ static void pack_search_rank(struct pack_search *s, const uint32_t *items,
 				pack_key_of(s, u, pack_heuristics[s->h][j]);
 		keys[i].id = u;
 	}
+	pack_s_charge(s, 4 * pack_sort_units(n));
 	qsort(keys, n, sizeof(*keys), pack_rank_cmp);
 	for (i = 0; i < n; i++)
 		s->rank[keys[i].id] = (uint32_t)i;

@@ -261,6 +261,7 @@ static int pack_sky_rank(struct pack_sky *t, int o)
 		keys[i].k2 = o == PACK_SKY_AREA ? it->size : it->len;
 		keys[i].id = (uint32_t)i;
 	}
+	pack_charge(t->ctx, pack_sort_units(t->g->nr));
 	qsort(keys, t->g->nr, sizeof(*keys), pack_sky_key_cmp);
 	for (i = 0; i < t->g->nr; i++)
 		t->order[i] = keys[i].id;

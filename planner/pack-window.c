@@ -162,6 +162,7 @@ static int pack_win_pass(struct pack_ctx *ctx, struct pack_group *g,
 		keys[i].size = it->size;
 		keys[i].pos = (uint32_t)i;
 	}
+	pack_charge(ctx, pack_sort_units(g->nr));
 	qsort(keys, g->nr, sizeof(*keys), pack_win_key_cmp);
 	for (i = 0; i < g->nr; i++)
 		order[i] = keys[i].pos;

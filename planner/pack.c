@@ -719,8 +719,11 @@ static int pack_improve(struct pack_ctx *ctx, bool *proven)
 	int ret;
 
 	while (lo < hi && !pack_out_of_time(ctx)) {
+		uint64_t work = ctx->work;
+
 		ret = pack_attempt(ctx, cap, share);
-		if (ret == -E2BIG)
+		/* Too big to search, or (defensively) no work done: stop. */
+		if (ret == -E2BIG || (ret == -ETIME && ctx->work == work))
 			return 0;
 		if (ret < 0 && ret != -ETIME)
 			return ret;
