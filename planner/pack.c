@@ -772,6 +772,35 @@ static uint64_t pack_store(const struct pack_ctx *ctx, struct pack_buf *bufs,
 	return base;
 }
 
+/*
+ * The work left when the search is done (or could not start: a group too
+ * dense to search) goes to local improvement of the groups that set the
+ * peak, an equal share each; the others do not change the pool.
+ */
+static int pack_local_rest(struct pack_ctx *ctx)
+{
+	double budget = pack_budget_ms(ctx), now;
+	uint64_t peak = pack_max_peak(ctx);
+	size_t i, left = 0;
+	int err;
+
+	for (i = 0; i < ctx->nr_groups; i++)
+		left += ctx->groups[i].peak == peak;
+	for (i = 0; i < ctx->nr_groups && left; i++) {
+		struct pack_group *g = &ctx->groups[i];
+
+		if (g->peak != peak)
+			continue;
+		now = pack_work_ms(ctx);
+		err = pack_improve_group(ctx, g, ctx->target,
+					 now + (budget - now) / (double)left--,
+					 true);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
 static int pack_run(struct pack_ctx *ctx, struct pack_result *res)
 {
 	bool proven = false;
@@ -784,6 +813,9 @@ static int pack_run(struct pack_ctx *ctx, struct pack_result *res)
 		err = pack_local(ctx);
 	if (!err && !ctx->no_search)
 		err = pack_improve(ctx, &proven);
+	if (!err && !ctx->no_search && !proven && !pack_out_of_time(ctx) &&
+	    pack_max_peak(ctx) > ctx->target)
+		err = pack_local_rest(ctx);
 	if (err)
 		return err;
 	res->peak = pack_max_peak(ctx);
