@@ -336,12 +336,27 @@ static int classify_pos(struct cls_ctx *c, uint32_t pos, struct stalloc_plan *p)
 	return push_dyn(p, &d);
 }
 
-/* Allocations before the first steady iteration still live after it. */
+/*
+ * Is the allocation @a, made before the first steady iteration, live
+ * throughout the steady ones?  Never freed, freed after the last one, or
+ * (with two or more) freed inside the last one: the last iteration's end
+ * is a guess (cut to the longest earlier one), and the frees at exit can
+ * land before it, which left buffers live through every steady iteration
+ * unplanned.
+ */
+static bool is_persistent(const struct cls_ctx *c, const struct trace_event *a)
+{
+	size_t last = c->first_steady + c->nr_steady - 1;
+
+	if (a->peer == TRACE_NONE || a->peer >= iter_end(c->it, last))
+		return true;
+	return c->nr_steady >= 2 && a->peer >= c->it->first[last];
+}
+
+/* Allocations before the first steady iteration live throughout them. */
 static int classify_persistent(const struct cls_ctx *c, struct stalloc_plan *p)
 {
 	size_t i, start = c->it->first[c->first_steady];
-	size_t last = c->first_steady + c->nr_steady - 1;
-	size_t end = iter_end(c->it, last);
 	uint32_t pos = 0;
 	int err = 0;
 
@@ -352,7 +367,7 @@ static int classify_persistent(const struct cls_ctx *c, struct stalloc_plan *p)
 		if (a->op != TRACE_ALLOC)
 			continue;
 		e.pos = pos++;
-		if (a->peer != TRACE_NONE && a->peer < end)
+		if (!is_persistent(c, a))
 			continue;
 		e.size = asize(c, a->size);
 		e.end = c->horizon;
@@ -372,8 +387,6 @@ static void fill_classes(const struct cls_ctx *c, const struct stalloc_plan *p,
 			 uint8_t *cls)
 {
 	size_t i, s, start = c->it->first[c->first_steady];
-	size_t last = c->first_steady + c->nr_steady - 1;
-	size_t end = iter_end(c->it, last);
 	uint32_t pos, j;
 	char *pcls = calloc(c->nr_allocs[c->ref] + 1, 1);
 
@@ -386,8 +399,7 @@ static void fill_classes(const struct cls_ctx *c, const struct stalloc_plan *p,
 	for (i = 0; i < start; i++) {
 		const struct trace_event *a = &c->t->ev[i];
 
-		if (a->op == TRACE_ALLOC &&
-		    (a->peer == TRACE_NONE || a->peer >= end))
+		if (a->op == TRACE_ALLOC && is_persistent(c, a))
 			cls[i] = PLAN_PERSISTENT;
 	}
 	for (s = 0; s < c->nr_steady; s++) {

@@ -293,6 +293,8 @@ static int pack_place(struct pack_greedy_state *st, uint32_t id, uint64_t *peak)
 	for (k = 0; k < it->nr_iv; k++)
 		n = pack_tree_query(st, pack_local_lo(ctx, it, k),
 				    pack_local_hi(ctx, it, k), n);
+	/* The query's lists and the sort of what it found. */
+	pack_charge(ctx, 8 + 2 * n + pack_sort_units(n));
 	it->off = pack_best_fit(st->nb, n, it->size, st->first_fit);
 	if (it->off + it->size > *peak)
 		*peak = it->off + it->size;
@@ -362,6 +364,7 @@ static int pack_greedy_order(struct pack_greedy_state *st, enum pack_order o,
 		pack_make_key(&st->ctx->items[g->items[i]], o, &st->keys[i]);
 		st->keys[i].id = g->items[i];
 	}
+	pack_charge(st->ctx, pack_sort_units(g->nr));
 	qsort(st->keys, g->nr, sizeof(*st->keys), pack_key_cmp);
 	pack_tree_reset(st->tree);
 	*peak = 0;
@@ -457,6 +460,8 @@ int pack_greedy_repack(struct pack_ctx *ctx, struct pack_group *g,
 	st.tree = pack_tree_new(ctx, w->ids, w->nr, w->base, w->width);
 	if (!st.nb || !st.tree)
 		goto out;
+	/* The tree: its nodes, each item filed twice and its fixed ones. */
+	pack_charge(ctx, 4 * st.tree->P + 16 * w->nr);
 	for (i = 0; i < w->nr_fixed; i++)
 		pack_tree_add(st.tree, ctx, w->ids[i]);
 	*peak = 0;

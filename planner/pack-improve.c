@@ -15,8 +15,8 @@
  *
  * Invariant: the group's item offsets always form a valid packing with
  * peak g->peak (a rejected re-packing is undone).  The pseudo-random
- * sequence is seeded per call, so the outcome depends only on the input
- * and on where the time limit stops it.  No locking: one ctx per thread.
+ * sequence is seeded per call and every step is charged to the work
+ * budget, so the outcome depends only on the input and the budget.  No locking: one ctx per thread.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -113,6 +113,7 @@ static void pack_imp_find_hot(struct pack_imp *m)
 	const struct pack_group *g = m->g;
 	size_t i, j;
 
+	pack_charge(m->ctx, g->nr);
 	m->nr_hot = 0;
 	for (i = 0; i < g->nr; i++) {
 		const struct pack_item *it = &m->ctx->items[g->items[i]];
@@ -191,6 +192,7 @@ static void pack_imp_window(struct pack_imp *m, size_t lo, size_t hi,
 	size_t i, a = SIZE_MAX, b = 0, x, y, n = 0, r = 0;
 	uint32_t k;
 
+	pack_charge(m->ctx, 2 * g->nr);
 	for (i = 0; i < g->nr; i++) {
 		const struct pack_item *it = &ctx->items[g->items[i]];
 
@@ -240,6 +242,7 @@ static void pack_imp_float(struct pack_imp *m, uint32_t pos)
 	size_t i, n = 0, a, b;
 	uint32_t k;
 
+	pack_charge(ctx, 2 * g->nr);
 	for (i = 0; i < g->nr; i++) {
 		const struct pack_item *o = &ctx->items[g->items[i]];
 		bool meets = false;
@@ -255,6 +258,7 @@ static void pack_imp_float(struct pack_imp *m, uint32_t pos)
 		m->spans[n].off = o->off;
 		m->spans[n++].top = o->off + o->size;
 	}
+	pack_charge(ctx, pack_sort_units(n));
 	qsort(m->spans, n, sizeof(*m->spans), pack_span_cmp);
 	for (i = 0; i < n; i++) {
 		if (m->spans[i].off >= cur + it->size)
@@ -281,6 +285,8 @@ static int pack_imp_try(struct pack_imp *m, struct pack_window *w, int order,
 	int err = 0;
 
 	*better = false;
+	/* This loop, the two scores and the undo: O(n) each. */
+	pack_charge(ctx, 4 * g->nr);
 	for (i = 0; i < g->nr; i++) {
 		const struct pack_item *it = &ctx->items[g->items[i]];
 
@@ -292,6 +298,7 @@ static int pack_imp_try(struct pack_imp *m, struct pack_window *w, int order,
 		pack_imp_make_key(m, it, order, &m->keys[r]);
 		m->keys[r++].id = g->items[i];
 	}
+	pack_charge(ctx, pack_sort_units(r));
 	qsort(m->keys, r, sizeof(*m->keys), pack_imp_key_cmp);
 	for (i = 0; i < r; i++)
 		rp[i] = m->keys[i].id;
@@ -303,7 +310,7 @@ static int pack_imp_try(struct pack_imp *m, struct pack_window *w, int order,
 		if (m->in_r[m->hot[i]] != 2)
 			continue;
 		/* O(n log n) each: the time may run out in between. */
-		if (pack_elapsed_ms(ctx) >= m->until_ms)
+		if (pack_past(ctx, m->until_ms))
 			err = -ETIME;
 		else
 			pack_imp_float(m, m->hot[i]);
@@ -325,7 +332,7 @@ static int pack_imp_try(struct pack_imp *m, struct pack_window *w, int order,
 
 static bool pack_imp_stop(const struct pack_imp *m)
 {
-	return m->g->peak <= m->cap || pack_elapsed_ms(m->ctx) >= m->until_ms;
+	return m->g->peak <= m->cap || pack_past(m->ctx, m->until_ms);
 }
 
 /*

@@ -12,6 +12,16 @@
  * of pack-window.c and pack-skyline.c (the sweep of pack-sweep.c for huge
  * groups) and pack-greedy.c and, where a gap to the lower bound remains,
  * improved by pack-improve.c and pack-search.c.
+ *
+ * Determinism: every loop that may run long charges its steps to
+ * ctx->work (pack_charge()) and stops on the work it has done, never on
+ * the clock: pack_work_ms() converts the work into nominal milliseconds
+ * (PACK_WORK_PER_MS, calibrated so that one nominal millisecond is about
+ * one millisecond of one core of the development machine) and every share
+ * of the budget is computed from it.  The same input and options therefore
+ * give the same packing on any machine under any load.  The wall clock is
+ * read only by pack_out_of_time() as a safety stop (ctx->wall_limit_ms);
+ * when that fires, ctx->time_hit is set and the result may differ.
  */
 #ifndef STALLOC_PLANNER_PACK_INTERNAL_H
 #define STALLOC_PLANNER_PACK_INTERNAL_H
@@ -71,6 +81,10 @@ struct pack_group {
  *	and go to the bottom
  * @part_base: some of those do not live throughout
  * @nodes: search nodes explored so far
+ * @work: work units done so far (see pack_charge())
+ * @work_limit: the budget, in work units
+ * @wall_limit_ms: the wall-clock safety stop (0: none)
+ * @time_hit: the safety stop fired: the result depends on the clock
  * @pool: storage of every group's @items and @secs
  * @loc: per section, its index in its group's @secs (a lifetime piece
  *	lies in one run of sections, so its local range is contiguous too)
@@ -84,7 +98,10 @@ struct pack_ctx {
 	size_t nr_groups;
 	uint64_t target;
 	struct timespec t0;
-	double limit_ms;
+	uint64_t work;
+	uint64_t work_limit;
+	double wall_limit_ms;
+	bool time_hit;
 	bool no_search;
 	uint64_t horizon;
 	uint64_t cut;
@@ -96,9 +113,43 @@ struct pack_ctx {
 	uint32_t stamp_gen;
 };
 
-/* Milliseconds since ctx->t0. */
+/*
+ * Work units per nominal millisecond.  A unit is one elementary step
+ * (an item or neighbour visited, a segment-tree level walked); about
+ * 3 ns on the development machine.
+ */
+#define PACK_WORK_PER_MS 320000.0
+
+static inline void pack_charge(struct pack_ctx *ctx, uint64_t units)
+{
+	ctx->work += units;
+}
+
+/* What sorting @n elements with qsort() costs, in work units. */
+static inline uint64_t pack_sort_units(uint64_t n)
+{
+	uint64_t lg = 1;
+
+	while (lg < 64 && (1ull << lg) < n)
+		lg++;
+	return 2 * n * lg;
+}
+
+/* The work done so far, in nominal milliseconds (deterministic). */
+static inline double pack_work_ms(const struct pack_ctx *ctx)
+{
+	return (double)ctx->work / PACK_WORK_PER_MS;
+}
+
+/* Wall-clock milliseconds since ctx->t0 (for reports only). */
 double pack_elapsed_ms(const struct pack_ctx *ctx);
-bool pack_out_of_time(const struct pack_ctx *ctx);
+/*
+ * The budget is spent, or the wall-clock safety stop fired (sticky:
+ * ctx->time_hit).
+ */
+bool pack_out_of_time(struct pack_ctx *ctx);
+/* pack_out_of_time(), or the work done reached @until_ms nominal ms. */
+bool pack_past(struct pack_ctx *ctx, double until_ms);
 
 /*
  * Greedy best fit in several orders; sets item offsets and g->peak, or
@@ -128,7 +179,7 @@ int pack_window_reach(struct pack_ctx *ctx, struct pack_group *g);
 /*
  * Skyline passes ranked by windows around the most loaded section, the
  * @from th to the (@from + @count - 1) th of its sequence of radii
- * (pack-window.c), until @until_ms or until @g's peak is at most @cap.
+ * (pack-window.c), until @until_ms of work (see pack_past()) or until @g's peak is at most @cap.
  * 0 or -ENOMEM.
  */
 int pack_window_group(struct pack_ctx *ctx, struct pack_group *g, uint64_t cap,
@@ -163,7 +214,7 @@ int pack_greedy_repack(struct pack_ctx *ctx, struct pack_group *g,
 		       const struct pack_window *w, bool first_fit,
 		       uint64_t *peak);
 /*
- * Until @until_ms (see pack_elapsed_ms()) or until @g's peak is at most
+ * Until @until_ms of work (see pack_past()) or until @g's peak is at most
  * @cap, re-pack the items live
  * where its peak is set, around the fixed rest; keeps a re-packing when
  * it lowers the peak.  Without @persist, stops at the first round that
@@ -180,7 +231,8 @@ uint64_t pack_count_edges(const struct pack_ctx *ctx,
 /*
  * Branch and bound for a packing of @g with peak <= @cap.  Returns 1 when
  * found (offsets and g->peak updated), 0 when proven impossible, -ETIME
- * when the time ran out, or -ENOMEM.
+ * when the work budget ran out, -E2BIG when @g has too many overlapping
+ * pairs to search, or -ENOMEM.
  */
 int pack_search(struct pack_ctx *ctx, struct pack_group *g, uint64_t cap);
 

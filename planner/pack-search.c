@@ -101,8 +101,22 @@ struct pack_search {
 	uint64_t nodes;
 	uint64_t node_limit;
 	uint64_t work;
+	uint64_t steps;
 	bool dead;
 };
+
+/*
+ * The search's elementary steps are cheaper than the skyline's: they are
+ * charged at a quarter of a work unit each (see PACK_WORK_PER_MS).
+ */
+static void pack_s_charge(struct pack_search *s, uint64_t steps)
+{
+	s->steps += steps;
+	if (s->steps >= 64) {
+		pack_charge(s->ctx, s->steps >> 2);
+		s->steps &= 3;
+	}
+}
 
 static int pack_u32s_push(struct pack_u32s *a, uint32_t x)
 {
@@ -223,8 +237,11 @@ static int pack_search_sections(struct pack_search *s)
 		s->work += c * c;
 		s->sec_start[sec + 1] += s->sec_start[sec];
 	}
+	pack_charge(s->ctx, nr);
 	if (s->work > PACK_SEARCH_MAX_WORK)
-		return -ETIME;
+		return -E2BIG;
+	/* These lists and the neighbour lists: full units, not search steps. */
+	pack_charge(s->ctx, 2 * s->work + 4 * nr);
 	s->sec_items = malloc((nr + 1) * sizeof(*s->sec_items));
 	fill = calloc(s->S + 1, sizeof(*fill));
 	if (!s->sec_items || !fill) {
@@ -380,6 +397,7 @@ static void pack_search_rank(struct pack_search *s, const uint32_t *items,
 	size_t i;
 	int j;
 
+	pack_s_charge(s, 16 * n);
 	for (i = 0; i < n; i++) {
 		uint32_t u = items ? items[i] : (uint32_t)i;
 
@@ -388,6 +406,7 @@ static void pack_search_rank(struct pack_search *s, const uint32_t *items,
 				pack_key_of(s, u, pack_heuristics[s->h][j]);
 		keys[i].id = u;
 	}
+	pack_s_charge(s, 4 * pack_sort_units(n));
 	qsort(keys, n, sizeof(*keys), pack_rank_cmp);
 	for (i = 0; i < n; i++)
 		s->rank[keys[i].id] = (uint32_t)i;
@@ -433,6 +452,7 @@ static int pack_raise_neighbours(struct pack_search *s, uint32_t c,
 	int err = 0;
 
 	s->affected.n = 0;
+	pack_s_charge(s, s->nb_start[c + 1] - s->nb_start[c]);
 	if (++s->sec_gen == 0) {
 		memset(s->sec_stamp, 0, s->S * sizeof(*s->sec_stamp));
 		s->sec_gen = 1;
@@ -452,23 +472,39 @@ static int pack_raise_neighbours(struct pack_search *s, uint32_t c,
 	return err;
 }
 
-/* A section's floor is at least the lowest offset left to its items. */
-static int pack_raise_floors(struct pack_search *s)
+/*
+ * A section's floor is at least the lowest offset left to its items.  The
+ * items raised all went to @top, so a section whose floor is already
+ * there cannot rise, and the scan of a section stops at the first
+ * unplaced item at or below its floor (the floor then stays).
+ */
+static int pack_raise_floors(struct pack_search *s, uint64_t top)
 {
 	size_t i, j;
 	int err = 0;
 
 	for (i = 0; i < s->affected.n && !err; i++) {
 		uint32_t sec = s->affected.v[i];
-		uint64_t lo = UINT64_MAX;
+		uint64_t lo = UINT64_MAX, fl = s->floor[sec];
 
+		if (fl >= top) {
+			pack_s_charge(s, 1);
+			continue;
+		}
 		for (j = s->sec_start[sec]; j < s->sec_start[sec + 1]; j++) {
 			uint32_t v = s->sec_items[j];
 
-			if (s->off[v] == UINT64_MAX && s->min_off[v] < lo)
+			if (s->off[v] != UINT64_MAX)
+				continue;
+			if (s->min_off[v] <= fl) {
+				lo = UINT64_MAX;
+				break;
+			}
+			if (s->min_off[v] < lo)
 				lo = s->min_off[v];
 		}
-		if (lo != UINT64_MAX && s->floor[sec] < lo) {
+		pack_s_charge(s, 1 + j - s->sec_start[sec]);
+		if (lo != UINT64_MAX && fl < lo) {
 			err = pack_log(&s->floor_log, sec, s->floor[sec]);
 			s->floor[sec] = lo;
 		}
@@ -484,8 +520,10 @@ static int pack_place(struct pack_search *s, uint32_t c)
 	int err = 0;
 
 	s->off[c] = s->min_off[c];
+	pack_s_charge(s, 4);
 	for (k = 0; k < s->nr_iv[c]; k++)
 		for (sec = s->lo[c][k]; sec < s->hi[c][k] && !err; sec++) {
+			pack_s_charge(s, 2);
 			err = pack_log(&s->floor_log, (uint32_t)sec,
 				       s->floor[sec]);
 			s->floor[sec] = top;
@@ -494,7 +532,7 @@ static int pack_place(struct pack_search *s, uint32_t c)
 	if (!err)
 		err = pack_raise_neighbours(s, c, top);
 	if (!err)
-		err = pack_raise_floors(s);
+		err = pack_raise_floors(s, top);
 	return err;
 }
 
@@ -509,11 +547,12 @@ struct pack_part {
 	uint32_t shi;
 };
 
-static bool pack_fits(const struct pack_search *s, const struct pack_part *pt,
+static bool pack_fits(struct pack_search *s, const struct pack_part *pt,
 		      uint64_t off)
 {
 	size_t sec;
 
+	pack_s_charge(s, pt->shi - pt->slo);
 	for (sec = pt->slo; sec < pt->shi; sec++) {
 		uint64_t f = s->floor[sec] > off ? s->floor[sec] : off;
 
@@ -569,6 +608,7 @@ static int pack_candidates(struct pack_search *s, const struct pack_part *pt,
 	int err = 0;
 
 	*left = 0;
+	pack_s_charge(s, 2 * pt->n);
 	for (i = 0; i < pt->n; i++) {
 		uint32_t u = items[i];
 

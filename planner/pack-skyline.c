@@ -16,9 +16,9 @@
  *
  * Heights only rise, so an item's current lowest offset bounds the one it
  * will get: a pass that is to beat a packing gives up as soon as one item
- * could only end at or above that packing's peak, or when the time is up.
- * A group's first pass always finishes: one pass is the least the time
- * limit buys.
+ * could only end at or above that packing's peak, or when the work budget
+ * is spent.  A group's first pass always finishes: one pass is the least
+ * the budget buys.  Each heap step charges the tree's depth to the budget.
  *
  * Placing an item at the skyline maximum x of its sections sets them all
  * to x + size, which is above every value there, so a section's height
@@ -51,6 +51,7 @@ struct pack_sky {
 	size_t nr_heap;
 	uint32_t *order; /* ranked items, g->items indices */
 	uint64_t *off;
+	uint64_t step; /* work units of one heap step: the tree's depth */
 };
 
 static uint64_t pack_max64(uint64_t a, uint64_t b)
@@ -166,7 +167,7 @@ static uint64_t pack_sky_min_off(const struct pack_sky *t,
  */
 static uint64_t pack_sky_pass(struct pack_sky *t, uint64_t bound)
 {
-	const struct pack_ctx *ctx = t->ctx;
+	struct pack_ctx *ctx = t->ctx;
 	uint64_t peak = 0, pops = 0;
 	size_t i;
 	uint32_t k;
@@ -183,7 +184,8 @@ static uint64_t pack_sky_pass(struct pack_sky *t, uint64_t bound)
 		const struct pack_item *it = &ctx->items[t->g->items[e.id]];
 		uint64_t m;
 
-		if (bound != UINT64_MAX && (++pops & 4095) == 0 &&
+		pack_charge(ctx, t->step);
+		if (bound != UINT64_MAX && (++pops & 1023) == 0 &&
 		    pack_out_of_time(ctx))
 			return UINT64_MAX;
 		m = pack_sky_min_off(t, it);
@@ -248,6 +250,7 @@ static int pack_sky_rank(struct pack_sky *t, int o)
 
 	if (!keys)
 		return -ENOMEM;
+	pack_charge(t->ctx, 4 * t->g->nr);
 	for (i = 0; i < t->g->nr; i++) {
 		const struct pack_item *it = &t->ctx->items[t->g->items[i]];
 		uint64_t area;
@@ -258,6 +261,7 @@ static int pack_sky_rank(struct pack_sky *t, int o)
 		keys[i].k2 = o == PACK_SKY_AREA ? it->size : it->len;
 		keys[i].id = (uint32_t)i;
 	}
+	pack_charge(t->ctx, pack_sort_units(t->g->nr));
 	qsort(keys, t->g->nr, sizeof(*keys), pack_sky_key_cmp);
 	for (i = 0; i < t->g->nr; i++)
 		t->order[i] = keys[i].id;
@@ -320,8 +324,11 @@ static int pack_sky_common(struct pack_ctx *ctx, struct pack_group *g,
 	t.ctx = ctx;
 	t.g = g;
 	t.P = 1;
-	while (t.P < g->nr_secs)
+	t.step = 4;
+	while (t.P < g->nr_secs) {
 		t.P *= 2;
+		t.step += 2;
+	}
 	t.mx = malloc(2 * t.P * sizeof(*t.mx));
 	t.tag = malloc(2 * t.P * sizeof(*t.tag));
 	t.heap = malloc((g->nr + 1) * sizeof(*t.heap));

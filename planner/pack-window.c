@@ -33,8 +33,8 @@
  * packing (see pack-skyline.c).
  *
  * Invariant: the group's offsets always form a valid packing with peak
- * g->peak (a pass replaces them only with a better one).  Deterministic
- * but for where the time limit stops it.  No locking: one ctx per thread.
+ * g->peak (a pass replaces them only with a better one).  Deterministic:
+ * the passes stop on the work done (see pack-internal.h).  No locking: one ctx per thread.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -69,8 +69,8 @@ static int pack_win_key_cmp(const void *pa, const void *pb)
 }
 
 /* The first local section where the most bytes of @g are live. */
-static int pack_win_focus(const struct pack_ctx *ctx,
-			  const struct pack_group *g, size_t *focus)
+static int pack_win_focus(struct pack_ctx *ctx, const struct pack_group *g,
+			  size_t *focus)
 {
 	uint64_t *load = calloc(g->nr_secs + 1, sizeof(*load)), c = 0, best = 0;
 	size_t i, s;
@@ -78,6 +78,7 @@ static int pack_win_focus(const struct pack_ctx *ctx,
 
 	if (!load)
 		return -ENOMEM;
+	pack_charge(ctx, g->nr + g->nr_secs);
 	for (i = 0; i < g->nr; i++) {
 		const struct pack_item *it = &ctx->items[g->items[i]];
 
@@ -152,6 +153,7 @@ static int pack_win_pass(struct pack_ctx *ctx, struct pack_group *g,
 {
 	size_t i;
 
+	pack_charge(ctx, 4 * g->nr);
 	for (i = 0; i < g->nr; i++) {
 		const struct pack_item *it = &ctx->items[g->items[i]];
 
@@ -160,6 +162,7 @@ static int pack_win_pass(struct pack_ctx *ctx, struct pack_group *g,
 		keys[i].size = it->size;
 		keys[i].pos = (uint32_t)i;
 	}
+	pack_charge(ctx, pack_sort_units(g->nr));
 	qsort(keys, g->nr, sizeof(*keys), pack_win_key_cmp);
 	for (i = 0; i < g->nr; i++)
 		order[i] = keys[i].pos;
@@ -221,8 +224,8 @@ int pack_window_group(struct pack_ctx *ctx, struct pack_group *g, uint64_t cap,
 	down = up / 2;
 	wide = false;
 	end = count > SIZE_MAX - from ? SIZE_MAX : from + count;
-	for (i = 0; !err && i < end && g->peak > cap &&
-		    pack_elapsed_ms(ctx) < until_ms;
+	for (i = 0;
+	     !err && i < end && g->peak > cap && !pack_past(ctx, until_ms);
 	     i++) {
 		rad = pack_win_next(&up, &down, &wide);
 		if (!rad)

@@ -43,6 +43,8 @@
 #define PACK_LOCAL_SHARE 0.25
 /* Of its share of the time, the window-ranked passes of a searchable group. */
 #define PACK_WINDOW_SHARE 0.5
+/* One search of the bisection gets 1 / this of the work left, at first. */
+#define PACK_ATTEMPT_SHARE 8
 
 double pack_elapsed_ms(const struct pack_ctx *ctx)
 {
@@ -53,9 +55,24 @@ double pack_elapsed_ms(const struct pack_ctx *ctx)
 	       (double)(now.tv_nsec - ctx->t0.tv_nsec) / 1e6;
 }
 
-bool pack_out_of_time(const struct pack_ctx *ctx)
+static double pack_budget_ms(const struct pack_ctx *ctx)
 {
-	return pack_elapsed_ms(ctx) >= ctx->limit_ms;
+	return (double)ctx->work_limit / PACK_WORK_PER_MS;
+}
+
+bool pack_out_of_time(struct pack_ctx *ctx)
+{
+	if (ctx->work >= ctx->work_limit || ctx->time_hit)
+		return true;
+	if (ctx->wall_limit_ms > 0 &&
+	    pack_elapsed_ms(ctx) >= ctx->wall_limit_ms)
+		ctx->time_hit = true;
+	return ctx->time_hit;
+}
+
+bool pack_past(struct pack_ctx *ctx, double until_ms)
+{
+	return pack_work_ms(ctx) >= until_ms || pack_out_of_time(ctx);
 }
 
 /* The linear pieces of @b's lifetime; returns how many (0 to 2). */
@@ -558,19 +575,18 @@ static bool pack_searchable(const struct pack_group *g)
 static int pack_construct_group(struct pack_ctx *ctx, struct pack_group *g,
 				size_t left)
 {
-	double now, until;
+	double budget = pack_budget_ms(ctx), now, until;
 	int err = 0;
 
 	if (g->edges <= PACK_GREEDY_MAX_EDGES) {
 		err = pack_window_reach(ctx, g);
 		if (!err)
-			err = pack_window_group(ctx, g, g->load, ctx->limit_ms,
-						0, 1);
+			err = pack_window_group(ctx, g, g->load, budget, 0, 1);
 		if (!err)
 			err = pack_skyline(ctx, g);
 		if (!err && !ctx->no_search && g->peak > g->load) {
-			now = pack_elapsed_ms(ctx);
-			until = now + (ctx->limit_ms - now) / (double)left;
+			now = pack_work_ms(ctx);
+			until = now + (budget - now) / (double)left;
 			if (pack_searchable(g))
 				until = now + (until - now) * PACK_WINDOW_SHARE;
 			err = pack_window_group(ctx, g, g->load, until, 1,
@@ -614,8 +630,8 @@ static int pack_construct(struct pack_ctx *ctx)
  */
 static int pack_local(struct pack_ctx *ctx)
 {
+	double budget = pack_budget_ms(ctx), now, until;
 	size_t i, left = 0;
-	double now, until;
 	int err;
 
 	for (i = 0; i < ctx->nr_groups; i++)
@@ -625,8 +641,8 @@ static int pack_local(struct pack_ctx *ctx)
 
 		if (g->peak <= ctx->target)
 			continue;
-		now = pack_elapsed_ms(ctx);
-		until = now + (ctx->limit_ms - now) / (double)left--;
+		now = pack_work_ms(ctx);
+		until = now + (budget - now) / (double)left--;
 		if (pack_searchable(g))
 			until = now + (until - now) * PACK_LOCAL_SHARE;
 		err = pack_improve_group(ctx, g, ctx->target, until,
@@ -650,7 +666,9 @@ static uint64_t pack_max_peak(const struct pack_ctx *ctx)
 
 /*
  * Search every group above @cap for a packing under it.  Returns 1 when
- * all are now under, 0 when one is proven impossible, -ETIME or -ENOMEM.
+ * all are now under, 0 when one is proven impossible, -ETIME when the
+ * work limit stopped it undecided, -E2BIG when a group is too big to
+ * search, or -ENOMEM.
  */
 static int pack_search_all(struct pack_ctx *ctx, uint64_t cap)
 {
@@ -663,7 +681,7 @@ static int pack_search_all(struct pack_ctx *ctx, uint64_t cap)
 		if (g->peak <= cap)
 			continue;
 		if (!pack_searchable(g))
-			return -ETIME;
+			return -E2BIG;
 		ret = pack_search(ctx, g, cap);
 		if (ret != 1)
 			return ret;
@@ -672,25 +690,58 @@ static int pack_search_all(struct pack_ctx *ctx, uint64_t cap)
 }
 
 /*
- * Bisect the capacity between @lo (no packing below it exists) and the
- * best peak found.  Sets *proven when the best peak is shown optimal.
+ * One search for a packing under @cap, stopped after @share of the work
+ * budget left (or the work budget itself): 1 found, 0 proven impossible,
+ * -ETIME undecided, or an error.
+ */
+static int pack_attempt(struct pack_ctx *ctx, uint64_t cap, unsigned int share)
+{
+	uint64_t limit = ctx->work_limit;
+	int ret;
+
+	ctx->work_limit = ctx->work + (limit - ctx->work) / share;
+	ret = pack_search_all(ctx, cap);
+	ctx->work_limit = limit;
+	return ret;
+}
+
+/*
+ * Anytime bisection of the capacity between @lo (no packing below it
+ * exists) and @hi, the best peak found (a valid packing is kept at every
+ * moment).  Each search gets a share of the work left; one that ends
+ * undecided moves the next capacity halfway up to @hi (a looser capacity
+ * is easier to reach: MiniMalloc's challenging instances are solved at
+ * their capacity in seconds, not at a LOAD below it), and when none is
+ * left to try the bisection starts over from @lo with twice the share.
+ * Sets *proven when the best peak is shown optimal.
  */
 static int pack_improve(struct pack_ctx *ctx, bool *proven)
 {
 	uint64_t lo = ctx->target, hi = pack_max_peak(ctx), cap = lo;
+	unsigned int share = PACK_ATTEMPT_SHARE;
 	int ret;
 
 	while (lo < hi && !pack_out_of_time(ctx)) {
-		ret = pack_search_all(ctx, cap);
-		if (ret == -ETIME)
+		uint64_t work = ctx->work;
+
+		ret = pack_attempt(ctx, cap, share);
+		/* Too big to search, or (defensively) no work done: stop. */
+		if (ret == -E2BIG || (ret == -ETIME && ctx->work == work))
 			return 0;
-		if (ret < 0)
+		if (ret < 0 && ret != -ETIME)
 			return ret;
-		if (ret)
+		if (ret == 1) {
 			hi = pack_max_peak(ctx);
-		else
+			cap = lo + (hi - lo) / 2;
+		} else if (!ret) {
 			lo = cap + 1;
-		cap = lo + (hi - lo) / 2;
+			cap = lo + (hi - lo) / 2;
+		} else if (cap + 1 < hi) {
+			cap += (hi - cap) / 2;
+		} else {
+			share = share > 1 ? share / 2 : 1;
+			cap = lo;
+		}
 	}
 	*proven = lo >= hi;
 	return 0;
@@ -724,6 +775,35 @@ static uint64_t pack_store(const struct pack_ctx *ctx, struct pack_buf *bufs,
 	return base;
 }
 
+/*
+ * The work left when the search is done (or could not start: a group too
+ * dense to search) goes to local improvement of the groups that set the
+ * peak, an equal share each; the others do not change the pool.
+ */
+static int pack_local_rest(struct pack_ctx *ctx)
+{
+	double budget = pack_budget_ms(ctx), now;
+	uint64_t peak = pack_max_peak(ctx);
+	size_t i, left = 0;
+	int err;
+
+	for (i = 0; i < ctx->nr_groups; i++)
+		left += ctx->groups[i].peak == peak;
+	for (i = 0; i < ctx->nr_groups && left; i++) {
+		struct pack_group *g = &ctx->groups[i];
+
+		if (g->peak != peak)
+			continue;
+		now = pack_work_ms(ctx);
+		err = pack_improve_group(ctx, g, ctx->target,
+					 now + (budget - now) / (double)left--,
+					 true);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
 static int pack_run(struct pack_ctx *ctx, struct pack_result *res)
 {
 	bool proven = false;
@@ -736,6 +816,9 @@ static int pack_run(struct pack_ctx *ctx, struct pack_result *res)
 		err = pack_local(ctx);
 	if (!err && !ctx->no_search)
 		err = pack_improve(ctx, &proven);
+	if (!err && !ctx->no_search && !proven && !pack_out_of_time(ctx) &&
+	    pack_max_peak(ctx) > ctx->target)
+		err = pack_local_rest(ctx);
 	if (err)
 		return err;
 	res->peak = pack_max_peak(ctx);
@@ -752,6 +835,7 @@ int pack_solve(struct pack_buf *bufs, size_t nr, uint64_t horizon,
 	struct pack_opts dflt = { 0 };
 	struct pack_result r = { 0 };
 	struct pack_ctx ctx = { 0 };
+	double budget;
 	uint64_t base;
 	int err;
 
@@ -761,8 +845,10 @@ int pack_solve(struct pack_buf *bufs, size_t nr, uint64_t horizon,
 	if (err)
 		return err;
 	clock_gettime(CLOCK_MONOTONIC, &ctx.t0);
-	ctx.limit_ms = opts->time_limit_ms ? (double)opts->time_limit_ms :
-					     1000.0;
+	budget = (double)(opts->budget_ms ? opts->budget_ms : 1000) *
+		 PACK_WORK_PER_MS;
+	ctx.work_limit = budget < 1e19 ? (uint64_t)budget : UINT64_MAX;
+	ctx.wall_limit_ms = (double)opts->time_limit_ms;
 	ctx.no_search = opts->no_search;
 	ctx.horizon = horizon;
 	err = pack_build_items(&ctx, bufs, nr);
@@ -785,6 +871,8 @@ int pack_solve(struct pack_buf *bufs, size_t nr, uint64_t horizon,
 		r.optimal = r.peak == r.lower_bound;
 	}
 	r.ms = pack_elapsed_ms(&ctx);
+	r.work_ms = pack_work_ms(&ctx);
+	r.time_limit_hit = ctx.time_hit;
 	if (res)
 		*res = r;
 	if (opts->capacity && r.peak > opts->capacity)

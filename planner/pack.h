@@ -39,13 +39,19 @@ struct pack_buf {
 
 /**
  * struct pack_opts - how hard to try
- * @time_limit_ms: total time budget for pack_solve (0: 1000 ms)
+ * @budget_ms: work budget, in nominal milliseconds (0: 1000): the search
+ *	stops on the work it has done, so the result depends only on the
+ *	input and the options, never on the machine or its load
+ * @time_limit_ms: wall-clock safety stop (0: none); when it fires before
+ *	the budget is spent, the result depends on the clock (and
+ *	pack_result.time_limit_hit says so)
  * @capacity: 0, or the most bytes available: a solution above it is
  *	reported with -ENOSPC but still returned (best found)
  * @no_search: only the constructive heuristics, no improvement or exact
  *	search (for very large instances or tests)
  */
 struct pack_opts {
+	uint64_t budget_ms;
 	uint64_t time_limit_ms;
 	uint64_t capacity;
 	bool no_search;
@@ -59,6 +65,10 @@ struct pack_opts {
  * @ms: wall time spent
  * @method: which method produced the returned solution (static string)
  * @nodes: search nodes explored by the exact search (0 if not run)
+ * @work_ms: work done, in nominal milliseconds (at most the budget, plus
+ *	the group's first pass: see pack-skyline.c)
+ * @time_limit_hit: the wall-clock safety stop fired (the result may then
+ *	differ between runs)
  */
 struct pack_result {
 	uint64_t peak;
@@ -67,6 +77,8 @@ struct pack_result {
 	double ms;
 	const char *method;
 	uint64_t nodes;
+	double work_ms;
+	bool time_limit_hit;
 };
 
 /*

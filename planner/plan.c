@@ -21,7 +21,9 @@
 #include "planner.h"
 
 #define PLAN_TRACE_ALIGN 512
-#define PLAN_TIME_LIMIT_MS 1000
+#define PLAN_BUDGET_MS 1000
+/* The default safety stop: the larger of this and 20 times the budget. */
+#define PLAN_SAFETY_MS 60000
 
 static double now_ms(void)
 {
@@ -76,10 +78,11 @@ static int plan_alloc(struct stalloc_plan **out)
 }
 
 /* Pack the entries of @p; sets offsets, pool, lower bound. */
-static int plan_pack(struct stalloc_plan *p, uint64_t time_limit_ms,
-		     uint64_t capacity)
+static int plan_pack(struct stalloc_plan *p,
+		     const struct stalloc_plan_options *opts, uint64_t capacity)
 {
-	struct pack_opts o = { .time_limit_ms = time_limit_ms,
+	struct pack_opts o = { .budget_ms = opts->budget_ms,
+			       .time_limit_ms = opts->time_limit_ms,
 			       .capacity = capacity };
 	struct pack_result r;
 	struct pack_buf *b;
@@ -100,6 +103,8 @@ static int plan_pack(struct stalloc_plan *p, uint64_t time_limit_ms,
 		p->pool = r.peak;
 		p->sum.lower_bound = r.lower_bound;
 		p->sum.optimal = r.optimal;
+		p->sum.work_ms = r.work_ms;
+		p->sum.time_limit_hit = r.time_limit_hit;
 	}
 	free(b);
 	return err;
@@ -156,6 +161,7 @@ static int plan_trace(const char *path, uint64_t align,
 {
 	struct plan_seen seen = { 0 };
 	struct plan_iters it;
+	uint8_t *cls = NULL;
 	struct trace t;
 	size_t k;
 	int err;
@@ -166,15 +172,25 @@ static int plan_trace(const char *path, uint64_t align,
 	err = iters_find(&t, &it);
 	if (err)
 		goto out_trace;
-	err = plan_classify(&t, &it, align, p, &seen, NULL);
+	cls = malloc(t.nr + 1);
+	if (!cls) {
+		err = sa_error(-ENOMEM, "planner: out of memory");
+		goto out_iters;
+	}
+	err = plan_classify(&t, &it, align, p, &seen, cls);
 	if (err)
 		goto out_iters;
 	if (o->flags & STALLOC_PLAN_NO_PERSISTENT)
 		drop_persistent(p);
-	err = plan_pack(p, o->time_limit_ms, o->capacity);
+	err = plan_pack(p, o, o->capacity);
 	if (!err || err == -ENOSPC) {
 		int rerr = plan_reuse(&t, &seen, p);
 
+		if (!rerr)
+			rerr = plan_bounds(&t, &it, cls, align,
+					   !(o->flags &
+					     STALLOC_PLAN_NO_PERSISTENT),
+					   &p->sum);
 		err = rerr ? rerr : err;
 	}
 	p->sum.requests = t.nr_allocs;
@@ -192,6 +208,7 @@ static int plan_trace(const char *path, uint64_t align,
 	p->nr_boundaries = p->boundaries ? it.nr : 0;
 	plan_seen_free(&seen);
 out_iters:
+	free(cls);
 	iters_free(&it);
 out_trace:
 	trace_free(&t);
@@ -238,8 +255,7 @@ static int plan_csv(const char *path, uint64_t align,
 	p->nr_positions = (uint32_t)c.nr;
 	p->sum.requests = c.nr;
 	p->sum.iter_source = STALLOC_ITER_CSV;
-	err = plan_pack(p, o->time_limit_ms,
-			o->capacity ? o->capacity : c.capacity);
+	err = plan_pack(p, o, o->capacity ? o->capacity : c.capacity);
 out:
 	csv_free(&c);
 	return err;
@@ -285,8 +301,13 @@ int stalloc_plan_file(const char *path, const struct stalloc_plan_options *opts,
 	*out = NULL;
 	if (opts)
 		o = *opts;
+	if (!o.budget_ms)
+		o.budget_ms = PLAN_BUDGET_MS;
 	if (!o.time_limit_ms)
-		o.time_limit_ms = PLAN_TIME_LIMIT_MS;
+		o.time_limit_ms =
+			o.budget_ms <= PLAN_SAFETY_MS / 20 ? PLAN_SAFETY_MS :
+			o.budget_ms < UINT64_MAX / 20	   ? 20 * o.budget_ms :
+							     UINT64_MAX;
 	if (o.align && !sa_is_pow2(o.align))
 		return sa_error(-EINVAL,
 				"planner: alignment %llu is not a "
@@ -306,6 +327,7 @@ int stalloc_plan_file(const char *path, const struct stalloc_plan_options *opts,
 		return err;
 	}
 	count_classes(p);
+	p->sum.budget_ms = (double)o.budget_ms;
 	p->sum.plan_ms = now_ms() - t0;
 	*out = p;
 	return err;

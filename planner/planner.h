@@ -185,6 +185,15 @@ int plan_classify(const struct trace *t, const struct plan_iters *it,
  */
 int plan_reuse(const struct trace *t, const struct plan_seen *seen,
 	       struct stalloc_plan *p);
+/*
+ * With the lower bound known: the trace's peak of live bytes, that of the
+ * planned requests, and what alignment and the model's lifetimes add
+ * (bound.c; p->sum).  @cls: the event classes of plan_classify();
+ * @persistent: the persistent requests are planned.
+ */
+int plan_bounds(const struct trace *t, const struct plan_iters *it,
+		const uint8_t *cls, uint64_t align, bool persistent,
+		struct stalloc_plan_summary *sum);
 /* Check a plan's internal consistency; errors name @what. */
 int plan_validate(const struct stalloc_plan *p, const char *what);
 

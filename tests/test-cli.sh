@@ -14,11 +14,16 @@ PLAN="$O/stalloc-plan"
 W="$SHARED/workloads"
 . tests/tap.sh
 
-echo "1..17"
+echo "1..20"
 expect 0 "--help" "$PLAN" --help
 expect 2 "no input" "$PLAN"
 expect 2 "unknown option" "$PLAN" --frobnicate x
 expect 2 "alignment not a power of two" "$PLAN" --align 3 "$W/cpu-torch/gpt-dense.trace"
+expect 2 "a budget of zero" "$PLAN" --budget 0 "$W/cpu-torch/gpt-dense.trace"
+expect 2 "a budget that is not a number" "$PLAN" --budget 1x \
+	"$W/cpu-torch/gpt-dense.trace"
+expect 2 "a negative time limit" "$PLAN" --time-limit -1 \
+	"$W/cpu-torch/gpt-dense.trace"
 expect 1 "missing file" "$PLAN" "$tmp/nope.trace"
 printf 'stalloc-trace 1\na 1 1 8\nf 2 9\n' >"$tmp/bad.trace"
 expect 1 "free of an unknown ID" "$PLAN" "$tmp/bad.trace"
@@ -36,11 +41,17 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 need = ["requests", "lower_bound", "peak", "gap", "plan_ms", "iterations",
         "static_requests", "dynamic_requests", "persistent_bytes",
-        "reusable_bytes"]
+        "reusable_bytes", "budget_ms", "work_ms", "budget_used",
+        "time_limit_hit", "trace_peak", "live_peak", "align_bytes",
+        "model_bytes"]
 missing = [k for k in need if k not in j]
 assert not missing, missing
 assert j["iterations"] == 4 and j["dynamic_requests"] == 0
 assert j["peak"] >= j["lower_bound"] > 0
+assert j["budget_ms"] == 1000 and 0 < j["work_ms"] <= 1000
+assert j["time_limit_hit"] is False
+assert j["lower_bound"] == (j["live_peak"] + j["align_bytes"] +
+                            j["model_bytes"])
 PY
 ok $? "JSON has every field, 4 iterations, no dynamic request"
 head -n 1 "$tmp/d.plan" | grep -q "^stalloc-plan 1$"

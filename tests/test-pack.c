@@ -230,7 +230,7 @@ static void random_instance(struct pack_buf *b, size_t n, uint64_t horizon,
 static void run_random(size_t n, uint64_t horizon, bool wraps, bool search,
 		       int rounds, unsigned int seed)
 {
-	struct pack_opts opts = { .time_limit_ms = 50, .no_search = !search };
+	struct pack_opts opts = { .budget_ms = 50, .no_search = !search };
 	struct pack_buf *b = calloc(n, sizeof(*b));
 	struct pack_result r;
 	int i;
@@ -332,7 +332,7 @@ static void test_pack_rotation(void **state)
 {
 	enum { NW = 20, NA = 300, NG = 300, N = NW + NA + NG };
 	const uint64_t H = 4000;
-	struct pack_opts opts = { .time_limit_ms = 200 };
+	struct pack_opts opts = { .budget_ms = 200 };
 	struct pack_buf *b = calloc(N, sizeof(*b));
 	unsigned int seed = 11;
 	struct pack_result r;
@@ -433,7 +433,7 @@ static void check_big_packing(const struct pack_buf *b, size_t n,
 static void test_pack_real_graphs(void **state)
 {
 	static const char *const names[] = { "bert_base", "pangu_2.6B", "S_1" };
-	struct pack_opts opts = { .time_limit_ms = 30000 };
+	struct pack_opts opts = { .budget_ms = 30000 };
 	const char *shared = getenv("SHARED");
 	struct csv_problem p;
 	struct pack_result r;
@@ -467,15 +467,16 @@ static void test_pack_real_graphs(void **state)
 }
 
 /*
- * A time limit far below what one skyline pass takes: the first pass
- * still finishes (a group needs one packing), the later ones give up, and
- * what comes back is a valid packing.
+ * A wall-clock safety stop far below what one skyline pass takes: the
+ * first pass still finishes (a group needs one packing), the later ones
+ * give up, what comes back is a valid packing, and the result says that
+ * the clock cut it short.
  */
 static void test_pack_time_cut(void **state)
 {
 	enum { N = 40000 };
 	const uint64_t H = 20000;
-	struct pack_opts opts = { .time_limit_ms = 1 };
+	struct pack_opts opts = { .time_limit_ms = 1, .budget_ms = 100000 };
 	struct pack_buf *b = calloc(N, sizeof(*b));
 	unsigned int seed = 23;
 	struct pack_result r;
@@ -496,7 +497,50 @@ static void test_pack_time_cut(void **state)
 	assert_int_equal(pack_solve(b, N, H, &opts, &r), 0);
 	check_big_packing(b, N, &r);
 	assert_int_equal(r.lower_bound, pack_lower_bound(b, N, H));
+	assert_true(r.time_limit_hit);
 	free(b);
+}
+
+/*
+ * The work budget, not the clock, stops the search: an instance with a
+ * gap the budget cannot close, packed twice, gives the same offsets and
+ * the same work done, and the work stays within the budget plus one pass.
+ */
+static void test_pack_budget_deterministic(void **state)
+{
+	enum { N = 3000 };
+	const uint64_t H = 2000;
+	struct pack_opts opts = { .budget_ms = 20 };
+	struct pack_buf *a = calloc(N, sizeof(*a));
+	struct pack_buf *b = calloc(N, sizeof(*b));
+	struct pack_result ra, rb;
+	unsigned int seed = 5;
+	size_t i;
+
+	(void)state;
+	assert_non_null(a);
+	assert_non_null(b);
+	for (i = 0; i < N; i++) {
+		uint64_t s = rand_r(&seed) % H;
+		uint64_t len = 1 + rand_r(&seed) % (H / 8);
+
+		a[i].size = 1 + rand_r(&seed) % 4096;
+		a[i].start = s;
+		a[i].end = s + len > H ? H : s + len;
+	}
+	memcpy(b, a, N * sizeof(*a));
+	assert_int_equal(pack_solve(a, N, H, &opts, &ra), 0);
+	assert_int_equal(pack_solve(b, N, H, &opts, &rb), 0);
+	check_big_packing(a, N, &ra);
+	assert_false(ra.time_limit_hit);
+	assert_true(ra.peak > ra.lower_bound);
+	assert_true(ra.work_ms >= 20);
+	assert_true(ra.work_ms == rb.work_ms);
+	assert_int_equal(ra.peak, rb.peak);
+	for (i = 0; i < N; i++)
+		assert_int_equal(a[i].offset, b[i].offset);
+	free(b);
+	free(a);
 }
 
 int main(void)
@@ -515,6 +559,7 @@ int main(void)
 		cmocka_unit_test(test_pack_capacity),
 		cmocka_unit_test(test_pack_real_graphs),
 		cmocka_unit_test(test_pack_time_cut),
+		cmocka_unit_test(test_pack_budget_deterministic),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

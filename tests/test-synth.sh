@@ -20,7 +20,7 @@ plan() {
 	name=$1
 	shift
 	"$SYNTH" -o "$tmp/$name.trace" "$@" &&
-		"$PLAN" --json --time-limit 0.2 "$tmp/$name.trace" \
+		"$PLAN" --json --budget 0.2 "$tmp/$name.trace" \
 			>"$tmp/$name.json"
 }
 

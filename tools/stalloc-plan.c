@@ -2,8 +2,8 @@
 /*
  * tools/stalloc-plan.c - plan a static allocation from a trace or CSV
  *
- *   stalloc-plan [-o PLAN] [--json] [--emit-csv FILE] [--time-limit SEC]
- *                [--align BYTES] INPUT
+ *   stalloc-plan [-o PLAN] [--json] [--emit-csv FILE] [--budget SEC]
+ *                [--time-limit SEC] [--align BYTES] INPUT
  *
  * Exit status: 0 planned, 1 invalid input (the message names the file and
  * line) or a failure to write, 2 bad usage.  Uses the public API only.
@@ -19,7 +19,8 @@
 
 static const char usage[] =
 	"usage: stalloc-plan [-o PLAN] [--json] [--emit-csv FILE]\n"
-	"                    [--time-limit SEC] [--align BYTES] INPUT\n"
+	"                    [--budget SEC] [--time-limit SEC] [--align BYTES]\n"
+	"                    INPUT\n"
 	"\n"
 	"Plan where every buffer of INPUT lives.  INPUT is an allocation\n"
 	"trace (first line \"stalloc-trace 1\") or a MiniMalloc CSV problem\n"
@@ -29,7 +30,12 @@ static const char usage[] =
 	"  -j, --json            print one JSON object instead of a summary\n"
 	"  -c, --emit-csv FILE   write every planned buffer as\n"
 	"                        id,lower,upper,size,offset\n"
-	"  -t, --time-limit SEC  packing search budget (default 1)\n"
+	"  -b, --budget SEC      packing work budget in nominal seconds of one\n"
+	"                        core (default 1): the same INPUT and options\n"
+	"                        give the same plan on any machine, any load\n"
+	"  -t, --time-limit SEC  wall-clock safety stop (default: the larger\n"
+	"                        of 60 and 20 x the budget); when it fires,\n"
+	"                        the plan can depend on the machine's load\n"
 	"  -a, --align BYTES     round sizes up to BYTES (default 512 for\n"
 	"                        traces, 1 for CSV problems)\n"
 	"  -h, --help            this text\n"
@@ -60,22 +66,36 @@ static bool parse_u64(const char *s, uint64_t *v)
 	return !errno && !*end;
 }
 
+/* Seconds (0 < SEC <= one day) to milliseconds, at least 1. */
+static bool parse_sec(const char *s, uint64_t *ms)
+{
+	double sec;
+	char *end;
+
+	sec = strtod(s, &end);
+	if (*end || !(sec > 0) || sec > 86400)
+		return false;
+	*ms = (uint64_t)(sec * 1000 + 0.5);
+	if (!*ms)
+		*ms = 1;
+	return true;
+}
+
 static int parse_args(int argc, char **argv, struct args *a)
 {
 	static const struct option lo[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "emit-csv", required_argument, NULL, 'c' },
+		{ "budget", required_argument, NULL, 'b' },
 		{ "time-limit", required_argument, NULL, 't' },
 		{ "align", required_argument, NULL, 'a' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	double sec;
-	char *end;
 	int ch;
 
-	while ((ch = getopt_long(argc, argv, "o:jc:t:a:h", lo, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "o:jc:b:t:a:h", lo, NULL)) != -1) {
 		switch (ch) {
 		case 'o':
 			a->output = optarg;
@@ -86,13 +106,13 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case 'c':
 			a->csv = optarg;
 			break;
+		case 'b':
+			if (!parse_sec(optarg, &a->opts.budget_ms))
+				return bad_usage("bad --budget", optarg);
+			break;
 		case 't':
-			sec = strtod(optarg, &end);
-			if (*end || !(sec > 0) || sec > 86400)
+			if (!parse_sec(optarg, &a->opts.time_limit_ms))
 				return bad_usage("bad --time-limit", optarg);
-			a->opts.time_limit_ms = (uint64_t)(sec * 1000 + 0.5);
-			if (!a->opts.time_limit_ms)
-				a->opts.time_limit_ms = 1;
 			break;
 		case 'a':
 			if (!parse_u64(optarg, &a->opts.align) ||
@@ -171,9 +191,15 @@ static void print_json(const struct stalloc_plan *p, const char *input)
 		       input[i]);
 	printf("\", \"requests\": %" PRIu64 ", \"lower_bound\": %" PRIu64
 	       ", \"peak\": %" PRIu64 ", \"gap\": %.6f, \"optimal\": %s"
-	       ", \"plan_ms\": %.3f",
+	       ", \"plan_ms\": %.3f, \"budget_ms\": %.0f, \"work_ms\": %.3f"
+	       ", \"budget_used\": %.4f, \"time_limit_hit\": %s",
 	       s.requests, s.lower_bound, s.peak, gap(&s),
-	       s.optimal ? "true" : "false", s.plan_ms);
+	       s.optimal ? "true" : "false", s.plan_ms, s.budget_ms, s.work_ms,
+	       s.budget_ms > 0 ? s.work_ms / s.budget_ms : 0,
+	       s.time_limit_hit ? "true" : "false");
+	printf(", \"trace_peak\": %" PRIu64 ", \"live_peak\": %" PRIu64
+	       ", \"align_bytes\": %" PRIu64 ", \"model_bytes\": %" PRId64,
+	       s.trace_peak, s.live_peak, s.align_bytes, s.model_bytes);
 	printf(", \"iterations\": %" PRIu64 ", \"steady_iterations\": %" PRIu64
 	       ", \"iteration_source\": \"%s\", \"period_events\": %" PRIu64
 	       ", \"boundaries\": [",
@@ -236,6 +262,18 @@ static void print_human(const struct stalloc_plan *p, const char *input)
 	       "planned in %.1f ms\n",
 	       mib(s.peak), mib(s.lower_bound), 100 * gap(&s),
 	       s.optimal ? " (optimal)" : "", s.plan_ms);
+	if (s.live_peak)
+		printf("  live peak of the planned requests %.3f MiB (all "
+		       "requests %.3f MiB); the lower bound adds %.3f MiB of "
+		       "alignment and %.3f MiB of modelled lifetimes\n",
+		       mib(s.live_peak), mib(s.trace_peak), mib(s.align_bytes),
+		       (double)s.model_bytes / (1 << 20));
+	printf("  work: %.0f of %.0f nominal ms (%.1f%% of the budget)%s\n",
+	       s.work_ms, s.budget_ms,
+	       s.budget_ms > 0 ? 100 * s.work_ms / s.budget_ms : 0,
+	       s.time_limit_hit ? "; the wall-clock safety stop fired: "
+				  "this plan may depend on the machine's load" :
+				  "");
 	if (s.dynamic_requests)
 		printf("  dynamic: at most %.3f MiB live at once, %.3f MiB of "
 		       "it fits in the plan's free space\n",

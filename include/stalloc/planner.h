@@ -32,7 +32,15 @@ struct stalloc_plan;
  * struct stalloc_plan_options - how to plan
  * @align: sizes are rounded up to this (a power of two); 0: 512 for
  *	traces (as on the GPU), 1 for CSV problems (planned as given)
- * @time_limit_ms: budget for the packing search; 0: 1000 ms
+ * @budget_ms: work budget of the packing search, in nominal milliseconds
+ *	(about one millisecond of one core of a current x86 machine); 0: 1000.
+ *	The search stops on the work it has done, never on the clock, so the
+ *	same input and options give the same plan on any machine under any
+ *	load
+ * @time_limit_ms: wall-clock safety stop; 0: the larger of 60 s and 20
+ *	times the budget.  Only when it fires (see
+ *	stalloc_plan_summary.time_limit_hit) can the plan depend on the
+ *	machine's speed or load
  * @capacity: 0, or the bytes available (CSV problems: taken from a file
  *	name NAME.CAPACITY.csv when 0)
  * @flags: STALLOC_PLAN_* flags
@@ -42,6 +50,7 @@ struct stalloc_plan_options {
 	uint64_t time_limit_ms;
 	uint64_t capacity;
 	unsigned int flags;
+	uint64_t budget_ms;
 };
 
 /**
@@ -85,6 +94,19 @@ enum stalloc_iter_source {
  * @dynamic_bytes: most dynamic bytes live at once, max over iterations
  * @reusable_bytes: of those, bytes placed in the free ranges of the plan
  * @plan_ms: wall time of planning
+ * @budget_ms: the packing's work budget (nominal ms)
+ * @work_ms: the work the packing did (nominal ms; the same on every run)
+ * @time_limit_hit: the wall-clock safety stop cut the packing short: this
+ *	plan may differ from one made on an idle or faster machine
+ * @trace_peak: traces: the most bytes live at once during the steady
+ *	iterations (all but the last), every request at its requested size
+ * @live_peak: the same, counting only the planned requests: the true
+ *	lower bound of any plan of them
+ * @align_bytes: what rounding the planned sizes up to the alignment adds
+ *	to @live_peak
+ * @model_bytes: @lower_bound - @live_peak - @align_bytes: what the plan's
+ *	lifetimes add (envelopes over the iterations, the two slots of an
+ *	alternating position and persistent buffers living throughout)
  * @optimal: the packing is proven optimal
  * @fingerprint: the static request signature
  */
@@ -106,6 +128,13 @@ struct stalloc_plan_summary {
 	double plan_ms;
 	bool optimal;
 	uint64_t fingerprint;
+	double budget_ms;
+	double work_ms;
+	bool time_limit_hit;
+	uint64_t trace_peak;
+	uint64_t live_peak;
+	uint64_t align_bytes;
+	int64_t model_bytes;
 };
 
 /**

@@ -23,7 +23,7 @@ static const char *out_path; /* where plans are written back */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	const struct stalloc_plan_options opts = { .time_limit_ms = 50 };
+	const struct stalloc_plan_options opts = { .budget_ms = 50 };
 	struct stalloc_plan_summary s1, s2;
 	struct stalloc_plan *p = NULL, *q;
 	int err;
