@@ -266,6 +266,122 @@ static void test_iterations_none(void **state)
 	trace_free(&t);
 }
 
+/*
+ * A layered model (GPT-like, LAYERS layers): weights, then per iteration a
+ * forward pass (per layer: two temporaries, two saved activations), the
+ * loss, the gradients (first iteration only), the backward pass (per layer:
+ * two temporaries, the layer's activations freed) and a fused optimizer
+ * step.  Each layer's forward and backward is 6 requests, so a layer is a
+ * strong short period (the one taken for the iteration before), the
+ * iteration 12 * LAYERS + 8.  @marks: an "iteration" marker per iteration.
+ */
+#define LAYERS 24
+struct gen {
+	char *text;
+	size_t n, seq, id;
+};
+
+static size_t gen_alloc(struct gen *g, unsigned long long size)
+{
+	g->n += (size_t)sprintf(g->text + g->n, "a %zu %zu %llu\n", g->seq++,
+				g->id, size);
+	return g->id++;
+}
+
+static void gen_free(struct gen *g, size_t id)
+{
+	g->n += (size_t)sprintf(g->text + g->n, "f %zu %zu\n", g->seq++, id);
+}
+
+static void layered(struct gen *g, int iters, bool marks)
+{
+	const unsigned long long h = 1 << 20;
+	size_t act[LAYERS][2], x, t, u, logits, loss;
+	int it, l;
+
+	g->n = (size_t)sprintf(g->text, "stalloc-trace 1\n");
+	g->seq = g->id = 0;
+	for (l = 0; l < LAYERS; l++)
+		gen_alloc(g, 12 * h);
+	for (it = 0; it < iters; it++) {
+		if (marks)
+			g->n += (size_t)sprintf(g->text + g->n,
+						"m %zu iteration\n", g->seq++);
+		x = gen_alloc(g, 2 * h);
+		for (l = 0; l < LAYERS; l++) {
+			t = gen_alloc(g, 8 * h);
+			u = gen_alloc(g, 2 * h);
+			act[l][0] = gen_alloc(g, 2 * h);
+			act[l][1] = gen_alloc(g, 8 * h);
+			gen_free(g, t);
+			gen_free(g, u);
+		}
+		logits = gen_alloc(g, 16 * h);
+		loss = gen_alloc(g, 64);
+		gen_free(g, logits);
+		for (l = 0; l < LAYERS && !it; l++)
+			gen_alloc(g, 12 * h); /* gradients */
+		for (l = LAYERS - 1; l >= 0; l--) {
+			t = gen_alloc(g, 8 * h);
+			u = gen_alloc(g, 2 * h);
+			gen_free(g, t);
+			gen_free(g, u);
+			gen_free(g, act[l][0]);
+			gen_free(g, act[l][1]);
+		}
+		gen_free(g, loss);
+		gen_free(g, x);
+		gen_free(g, gen_alloc(g, 12 * h * LAYERS)); /* optimizer */
+	}
+}
+
+static void layered_iters(int iters, bool marks, struct plan_iters *it)
+{
+	static char text[1 << 17];
+	struct gen g = { .text = text };
+	struct trace t;
+
+	layered(&g, iters, marks);
+	assert_true(g.n < sizeof(text));
+	assert_int_equal(trace_parse("layered", text, g.n, &t), 0);
+	assert_int_equal(iters_find(&t, it), 0);
+	trace_free(&t);
+}
+
+/* one recorded iteration: no period (a layer is not the iteration) */
+static void test_iterations_one_step(void **state)
+{
+	struct plan_iters it;
+
+	(void)state;
+	layered_iters(1, false, &it);
+	assert_int_equal(it.source, ITER_NONE);
+	assert_int_equal(it.nr, 1);
+	assert_int_equal(it.period, 0);
+	iters_free(&it);
+}
+
+/* three iterations: the iteration's period, not a layer's */
+static void test_iterations_layered(void **state)
+{
+	struct plan_iters it;
+	size_t k;
+
+	(void)state;
+	layered_iters(3, false, &it);
+	assert_int_equal(it.source, ITER_DETECTED);
+	assert_int_equal(it.period, 12 * LAYERS + 8);
+	assert_true(it.nr >= 2);
+	for (k = 1; k < it.nr; k++)
+		assert_int_equal(it.seq[k] - it.seq[k - 1], 12 * LAYERS + 8);
+	iters_free(&it);
+	/* markers still win, one recorded iteration or three */
+	layered_iters(3, true, &it);
+	assert_int_equal(it.source, ITER_MARKERS);
+	assert_int_equal(it.nr, 3);
+	iters_free(&it);
+}
+
 /* ------------------------------------------------------ classification */
 
 static struct stalloc_plan *plan_of(const char *path)
@@ -604,6 +720,8 @@ int main(void)
 		cmocka_unit_test(test_iterations_detected),
 		cmocka_unit_test(test_iterations_noise),
 		cmocka_unit_test(test_iterations_none),
+		cmocka_unit_test(test_iterations_one_step),
+		cmocka_unit_test(test_iterations_layered),
 		cmocka_unit_test(test_classify_dense),
 		cmocka_unit_test(test_classify_moe),
 		cmocka_unit_test(test_plan_roundtrip),
