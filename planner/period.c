@@ -24,8 +24,13 @@
  *      through the forward pass and fall through the backward one: their
  *      peaks spread over most of the range of live bytes.  A candidate
  *      whose window peaks spread over more than a quarter of that range
- *      is not the iteration.  With one recorded iteration no candidate
- *      passes, and the trace gets no steady plan rather than a wrong one.
+ *      is not the iteration.  Nor is one after whose last repetition the
+ *      trace goes on allocating (more than that quarter): a recording of
+ *      iterations ends with its last one and the tear-down's frees, while
+ *      a micro-batch or a pipeline phase is followed by the rest of its
+ *      iteration (the optimizer step).  With one recorded iteration no
+ *      candidate passes, and the trace gets no steady plan rather than a
+ *      wrong one.
  *      Among those that pass, the smallest candidate within 2% of the best
  *      coverage wins, if that coverage is at least 50% and there are two
  *      periods (a multiple of the iteration covers as much as it does).
@@ -163,10 +168,41 @@ out:
 }
 
 /*
+ * Bytes allocated after the last repetition of @d: after the last k-gram
+ * that also occurs about @d earlier.  A trace of iterations ends with its
+ * last iteration (perhaps cut short) and the frees of the tear-down; a part
+ * of one iteration (a micro-batch, a pipeline phase) is followed by the
+ * rest of it, an optimizer step that allocates.
+ */
+static uint64_t tail_alloc(const struct period_ctx *c, size_t d)
+{
+	size_t i, x, end = c->n - c->k + 1, slack;
+	uint64_t bytes = 0;
+
+	slack = d / 128 < PERIOD_SLACK ? d / 128 : PERIOD_SLACK;
+	for (i = end; i-- > d + slack;) {
+		for (x = d - slack; x <= d + slack; x++)
+			if (c->gram[i] == c->gram[i - x])
+				break;
+		if (x <= d + slack)
+			break;
+	}
+	for (i += c->k; i < c->n; i++) {
+		const struct trace_event *e = &c->t->ev[c->ev[i]];
+
+		if (e->op == TRACE_ALLOC)
+			bytes += e->size;
+	}
+	return bytes;
+}
+
+/*
  * Does @d explain the whole recording?  The peaks of live bytes of its
  * windows (d tokens each; the first, with the prologue, left out when there
  * are three or more) may spread over at most a quarter of the range of live
- * bytes those windows cover.  See the comment at the top.
+ * bytes those windows cover, and what the trace allocates after the last
+ * repetition may not exceed that quarter either.  See the comment at the
+ * top.
  */
 static bool explains_whole(const struct period_ctx *c, size_t d)
 {
@@ -191,7 +227,8 @@ static bool explains_whole(const struct period_ctx *c, size_t d)
 		if (peak > phi)
 			phi = peak;
 	}
-	return (phi - plo) <= (hi - lo) / PERIOD_SPREAD;
+	return phi - plo <= (hi - lo) / PERIOD_SPREAD &&
+	       tail_alloc(c, d) <= (hi - lo) / PERIOD_SPREAD;
 }
 
 /*
