@@ -347,8 +347,7 @@ static void layered(struct gen *g, int iters, int mbs, bool marks)
 	}
 }
 
-static void layered_iters(int iters, int mbs, bool marks,
-			  struct plan_iters *it)
+static void layered_iters(int iters, int mbs, bool marks, struct plan_iters *it)
 {
 	static char text[1 << 19];
 	struct gen g = { .text = text };
