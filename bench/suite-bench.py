@@ -15,8 +15,11 @@ recording and another is replayed: MoE from routing seed 1, replayed with
 seed 2, 3, ...; a recorded run (cpu-torch, real GPU) from its first
 iterations ("prefix K/N": the first K of its N iterations), replayed whole.
 A deterministic synthetic run is planned from its own trace ("self"); so is a
-recording of one step, for want of another ("self, oracle": plan mode should
-equal off there, and a figure below off is the oracle's, not the runtime's).
+recording of one step, for want of another ("self, oracle" wherever the plan
+finds one iteration in its own trace: plan mode should equal off there, and a
+figure below off is the oracle's, not the runtime's).  "nomark-" workloads
+are replayed and planned without their iteration markers: the period finder
+has to find the iterations.
 
 For each workload: peak requested; peak reserved under stalloc (the plan),
 off (libstalloc without a plan), caching and expandable (models of PyTorch's
@@ -155,7 +158,19 @@ def moe_sweep(size):
 
 def one_step_sweep():
     one = ["--iterations", "1"]
-    return [
+    nomark = [
+        # the period finder, not the markers, finds the iterations here
+        {"name": "nomark-dense-s-il2-selective-tp2sp-pp4", "kind": "synth",
+         "opts": synth_opts("s", "interleaved", "selective", ("2", True)),
+         "strip": True},
+        {"name": "nomark-dense-s-1f1b-none-tp1-pp1", "kind": "synth",
+         "opts": synth_opts("s", stages="1"), "strip": True},
+        {"name": "nomark-dense-s-1f1b-none-tp1-pp1-1step", "kind": "synth",
+         "opts": synth_opts("s", stages="1") + one, "strip": True},
+        {"name": "nomark-dense-s-il2-none-tp1-pp4-1step", "kind": "synth",
+         "opts": synth_opts("s", "interleaved") + one, "strip": True},
+    ]
+    return nomark + [
         {"name": "dense-s-1step", "kind": "synth",
          "opts": synth_opts("s") + one},
         {"name": "dense-m-1step", "kind": "synth",
@@ -209,8 +224,28 @@ def replay(build, policy, trace, plan, gran):
     return rep
 
 
+def strip_marks(path, out):
+    """Copy @path to @out without its markers (the period finder's job)."""
+    with open(path, "rb") as f, open(out, "wb") as g:
+        for line in f:
+            if not line.startswith(b"m "):
+                g.write(line)
+    return out
+
+
 def prepare(w, build, tmp):
     """Make the trace to replay and the one to plan from."""
+    rtrace, ptrace, src = prepare_marked(w, build, tmp)
+    if not w.get("strip"):
+        return rtrace, ptrace, src
+    base = os.path.join(tmp, w["name"])
+    r = strip_marks(rtrace, base + ".nomark")
+    p = strip_marks(ptrace, base + ".plan-nomark") if ptrace != rtrace else r
+    return r, p, src
+
+
+def prepare_marked(w, build, tmp):
+    """The same, with the markers the recording has."""
     base = os.path.join(tmp, w["name"])
     synth = os.path.join(build, "stalloc-synth")
     if w["kind"] == "synth":
@@ -266,6 +301,9 @@ def measure(w, build, tmp, gran):
         pfile = os.path.join(tmp, w["name"] + ".plan")
         p = json.loads(run([os.path.join(build, "stalloc-plan"), "--json",
                             "-o", pfile, ptrace], "stalloc-plan"))
+        if ptrace == rtrace and (p.get("iterations") or 0) < 2:
+            # one step planned from itself: the plan knows what it replays
+            res["plan_from"] = "self, oracle"
         res["plan"] = {k: p.get(k) for k in (
             "requests", "lower_bound", "peak", "gap", "plan_ms",
             "iterations", "steady_iterations", "iteration_source",
@@ -310,6 +348,10 @@ def workloads(size, build, shared):
         for r in real:
             name = os.path.basename(r).split(".")[0]
             ws.append({"name": "gpu-" + name, "kind": "import", "path": r})
+        for r in real:
+            name = os.path.basename(r).split(".")[0]
+            ws.append({"name": "nomark-gpu-" + name, "kind": "import",
+                       "path": r, "strip": True})
     elif real:
         notes.append(f"{len(real)} real GPU recordings skipped: "
                      f"{build}/stalloc-import is not built")
@@ -327,7 +369,7 @@ def mib(b):
 
 def row(r):
     if "error" in r:
-        return f"{r['name']:<36} error: {r['error']}"
+        return f"{r['name']:<40} error: {r['error']}"
     rp, ov, p = r["replay"], r["overhead"], r["plan"]
     sc = r["steady_driver_calls"]
     calls = (f"{sc['stalloc']}/{sc['off']}" if sc else "n/a")
@@ -335,7 +377,7 @@ def row(r):
     hm = (f"{rp['stalloc']['plan_hits']}/{rp['stalloc']['plan_misses']}"
           if not rp["stalloc"]["plan_dropped"] else "dropped")
     verdict = f"LOSS +{mib(r['excess_bytes'])}" if r["loses"] else ""
-    return (f"{r['name']:<36} {r['plan_from']:<13} {it:>5} "
+    return (f"{r['name']:<40} {r['plan_from']:<13} {it:>5} "
             f"{mib(r['peak_requested_bytes']):>7} "
             f"{pct(ov['stalloc']):>7} {pct(ov['off']):>6} "
             f"{pct(ov['caching']):>6} {pct(ov['expandable']):>6} "
@@ -376,7 +418,7 @@ def summary(ok, gran):
         rp = r["replay"]
         best = min(ONLINE, key=lambda p: rp[p]["peak_reserved_bytes"])
         lines.append(
-            f"  {r['name']:<34} req {mib(r['peak_requested_bytes']):>6}"
+            f"  {r['name']:<40} req {mib(r['peak_requested_bytes']):>6}"
             f"  stalloc {mib(rp['stalloc']['peak_reserved_bytes']):>6}"
             f"  {best} {mib(rp[best]['peak_reserved_bytes']):>6}"
             f"  excess {mib(r['excess_bytes']):>5}"
@@ -388,7 +430,7 @@ def summary(ok, gran):
         rp = r["replay"]
         s, o = (rp["stalloc"]["peak_reserved_bytes"],
                 rp["off"]["peak_reserved_bytes"])
-        lines.append(f"  {r['name']:<34} stalloc {mib(s):>6} MiB  off "
+        lines.append(f"  {r['name']:<40} stalloc {mib(s):>6} MiB  off "
                      f"{mib(o):>6} MiB  ({'+' if s >= o else '-'}"
                      f"{mib(abs(s - o))} MiB)  misses "
                      f"{rp['stalloc']['plan_misses']}")
@@ -424,7 +466,7 @@ def main():
         with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as ex:
             results = list(ex.map(
                 lambda w: measure(w, a.build, tmp, a.granularity), ws))
-    print(f"{'workload':<36} {'plan from':<13} {'iters':>5} "
+    print(f"{'workload':<40} {'plan from':<13} {'iters':>5} "
           f"{'req MiB':>7} {'stalloc':>7} {'off':>6} {'cach':>6} "
           f"{'expand':>6} {'hits/miss':>11} {'calls/it':>9} "
           f"{'plan ms':>7}")
