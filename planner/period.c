@@ -168,32 +168,34 @@ out:
 }
 
 /*
- * Bytes allocated after the last repetition of @d: after the last k-gram
- * that also occurs about @d earlier.  A trace of iterations ends with its
- * last iteration (perhaps cut short) and the frees of the tear-down; a part
- * of one iteration (a micro-batch, a pipeline phase) is followed by the
- * rest of it, an optimizer step that allocates.
+ * Does the trace allocate at most @limit bytes after the last repetition of
+ * @d (after the last k-gram that also occurs about @d earlier)?  A trace of
+ * iterations ends with its last iteration (perhaps cut short) and the frees
+ * of the tear-down; a part of one iteration (a micro-batch, a pipeline
+ * phase) is followed by the rest of it, an optimizer step that allocates.
+ * Walks back from the end, adding each token that falls into the tail, and
+ * stops as soon as the limit is passed.
  */
-static uint64_t tail_alloc(const struct period_ctx *c, size_t d)
+static bool tail_quiet(const struct period_ctx *c, size_t d, uint64_t limit)
 {
-	size_t i, x, end = c->n - c->k + 1, slack;
+	size_t i, x, slack;
 	uint64_t bytes = 0;
 
 	slack = d / 128 < PERIOD_SLACK ? d / 128 : PERIOD_SLACK;
-	for (i = end; i-- > d + slack;) {
+	for (i = c->n - c->k + 1; i-- > d + slack;) {
+		const struct trace_event *e;
+
 		for (x = d - slack; x <= d + slack; x++)
 			if (c->gram[i] == c->gram[i - x])
-				break;
-		if (x <= d + slack)
-			break;
-	}
-	for (i += c->k; i < c->n; i++) {
-		const struct trace_event *e = &c->t->ev[c->ev[i]];
-
-		if (e->op == TRACE_ALLOC)
+				return true;
+		e = &c->t->ev[c->ev[i + c->k - 1]];
+		if (e->op == TRACE_ALLOC) {
 			bytes += e->size;
+			if (bytes > limit)
+				return false;
+		}
 	}
-	return bytes;
+	return false; /* never repeats */
 }
 
 /*
@@ -228,7 +230,7 @@ static bool explains_whole(const struct period_ctx *c, size_t d)
 			phi = peak;
 	}
 	return phi - plo <= (hi - lo) / PERIOD_SPREAD &&
-	       tail_alloc(c, d) <= (hi - lo) / PERIOD_SPREAD;
+	       tail_quiet(c, d, (hi - lo) / PERIOD_SPREAD);
 }
 
 /*
@@ -246,9 +248,9 @@ static bool pick_period(struct period_ctx *c, size_t *period, double *cov)
 
 	nc = candidates(c, cand, votes, PERIOD_CANDIDATES);
 	for (i = 0; i < nc; i++) {
-		cv[i] = 2 * cand[i] <= c->n && explains_whole(c, cand[i]) ?
-				coverage(c, cand[i]) :
-				0;
+		cv[i] = 2 * cand[i] <= c->n ? coverage(c, cand[i]) : 0;
+		if (cv[i] >= PERIOD_MIN_COVERAGE && !explains_whole(c, cand[i]))
+			cv[i] = 0;
 		if (cv[i] > top)
 			top = cv[i];
 	}
