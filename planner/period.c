@@ -14,10 +14,27 @@
  *      length, one inside a repeated layer votes for the layer's.
  *   3. Each candidate d is scored by its coverage, the fraction of
  *      positions i with token[i] == token[i + d].  The iteration period
- *      repeats (nearly) everything; a layer period does not.  The smallest
- *      candidate within 2% of the best coverage wins, if that coverage is
- *      at least 50% and there are two periods.
- *   4. Boundaries: the phase with the fewest bytes live (the natural cut
+ *      repeats (nearly) everything; a layer period does not.
+ *   4. A candidate must also explain the whole recording, not a part of
+ *      it: cut the trace into windows of d tokens (the first one, with the
+ *      prologue, left out when there are three or more), each window of
+ *      an iteration period holds one whole iteration's worth of phases,
+ *      so every window reaches the same peak of live bytes (routing may
+ *      move it a little).  A layer's or a pipeline phase's windows climb
+ *      through the forward pass and fall through the backward one: their
+ *      peaks spread over most of the range of live bytes.  A candidate
+ *      whose window peaks spread over more than a quarter of that range
+ *      is not the iteration.  Nor is one after whose last repetition the
+ *      trace goes on allocating (more than that quarter): a recording of
+ *      iterations ends with its last one and the tear-down's frees, while
+ *      a micro-batch or a pipeline phase is followed by the rest of its
+ *      iteration (the optimizer step).  With one recorded iteration no
+ *      candidate passes, and the trace gets no steady plan rather than a
+ *      wrong one.
+ *      Among those that pass, the smallest candidate within 2% of the best
+ *      coverage wins, if that coverage is at least 50% and there are two
+ *      periods (a multiple of the iteration covers as much as it does).
+ *   5. Boundaries: the phase with the fewest bytes live (the natural cut
  *      between iterations) is taken in the last full period; its k-gram is
  *      the anchor, and boundaries are placed a period apart, each snapped
  *      to the nearest occurrence of the anchor within an eighth of a
@@ -37,6 +54,7 @@
 #define PERIOD_CANDIDATES 48
 #define PERIOD_MIN_COVERAGE 0.5
 #define PERIOD_SLACK 4UL
+#define PERIOD_SPREAD 4 /* window peaks within 1/4 of the live range */
 
 static uint64_t mix64(uint64_t x)
 {
@@ -75,6 +93,7 @@ struct period_ctx {
 	uint64_t *tok; /* token per alloc/free */
 	size_t *ev; /* event index of each token */
 	uint64_t *gram; /* hash of the k-gram starting at each token */
+	uint64_t *live; /* bytes live before each token */
 	size_t k;
 };
 
@@ -149,7 +168,74 @@ out:
 }
 
 /*
- * The smallest candidate whose coverage is within 2% of the best, then the
+ * Does the trace allocate at most @limit bytes after the last repetition of
+ * @d (after the last k-gram that also occurs about @d earlier)?  A trace of
+ * iterations ends with its last iteration (perhaps cut short) and the frees
+ * of the tear-down; a part of one iteration (a micro-batch, a pipeline
+ * phase) is followed by the rest of it, an optimizer step that allocates.
+ * Walks back from the end, adding each token that falls into the tail, and
+ * stops as soon as the limit is passed.
+ */
+static bool tail_quiet(const struct period_ctx *c, size_t d, uint64_t limit)
+{
+	size_t i, x, slack;
+	uint64_t bytes = 0;
+
+	slack = d / 128 < PERIOD_SLACK ? d / 128 : PERIOD_SLACK;
+	for (i = c->n - c->k + 1; i-- > d + slack;) {
+		const struct trace_event *e;
+
+		for (x = d - slack; x <= d + slack; x++)
+			if (c->gram[i] == c->gram[i - x])
+				return true;
+		e = &c->t->ev[c->ev[i + c->k - 1]];
+		if (e->op == TRACE_ALLOC) {
+			bytes += e->size;
+			if (bytes > limit)
+				return false;
+		}
+	}
+	return false; /* never repeats */
+}
+
+/*
+ * Does @d explain the whole recording?  The peaks of live bytes of its
+ * windows (d tokens each; the first, with the prologue, left out when there
+ * are three or more) may spread over at most a quarter of the range of live
+ * bytes those windows cover, and what the trace allocates after the last
+ * repetition may not exceed that quarter either.  See the comment at the
+ * top.
+ */
+static bool explains_whole(const struct period_ctx *c, size_t d)
+{
+	size_t m = c->n / d, k, i;
+	uint64_t lo = UINT64_MAX, hi = 0, plo = UINT64_MAX, phi = 0;
+
+	if (m < 2)
+		return false;
+	for (k = m >= 3; k < m; k++) {
+		uint64_t peak = 0;
+
+		for (i = k * d; i < (k + 1) * d; i++) {
+			if (c->live[i] > peak)
+				peak = c->live[i];
+			if (c->live[i] < lo)
+				lo = c->live[i];
+		}
+		if (peak > hi)
+			hi = peak;
+		if (peak < plo)
+			plo = peak;
+		if (peak > phi)
+			phi = peak;
+	}
+	return phi - plo <= (hi - lo) / PERIOD_SPREAD &&
+	       tail_quiet(c, d, (hi - lo) / PERIOD_SPREAD);
+}
+
+/*
+ * Among the candidates that explain the whole recording, the smallest
+ * whose coverage is within 2% of the best, then the
  * most voted candidate near it (coverage tolerates a little slack, votes
  * do not).
  */
@@ -163,6 +249,8 @@ static bool pick_period(struct period_ctx *c, size_t *period, double *cov)
 	nc = candidates(c, cand, votes, PERIOD_CANDIDATES);
 	for (i = 0; i < nc; i++) {
 		cv[i] = 2 * cand[i] <= c->n ? coverage(c, cand[i]) : 0;
+		if (cv[i] >= PERIOD_MIN_COVERAGE && !explains_whole(c, cand[i]))
+			cv[i] = 0;
 		if (cv[i] > top)
 			top = cv[i];
 	}
@@ -190,25 +278,15 @@ static bool pick_period(struct period_ctx *c, size_t *period, double *cov)
 static size_t pick_anchor(const struct period_ctx *c, size_t p)
 {
 	size_t i, lo, best;
-	uint64_t live = 0, best_live = UINT64_MAX;
-	uint64_t *lv = malloc(c->n * sizeof(*lv));
+	uint64_t best_live = UINT64_MAX;
 
 	lo = c->n - c->k > 2 * p ? c->n - c->k - 2 * p : 0;
 	best = lo;
-	if (!lv)
-		return lo;
-	for (i = 0; i < c->n; i++) {
-		const struct trace_event *e = &c->t->ev[c->ev[i]];
-
-		lv[i] = live;
-		live = e->op == TRACE_ALLOC ? live + e->size : live - e->size;
-	}
 	for (i = lo; i < lo + p && i < c->n && i + c->k <= c->n; i++)
-		if (lv[i] < best_live) {
-			best_live = lv[i];
+		if (c->live[i] < best_live) {
+			best_live = c->live[i];
 			best = i;
 		}
-	free(lv);
 	return best;
 }
 
@@ -324,17 +402,23 @@ static int find_period(const struct trace *t, struct plan_iters *it)
 {
 	struct period_ctx c = { .t = t };
 	size_t i, j, p = 0;
+	uint64_t live = 0;
 	int err = -ENOMEM;
 
 	c.tok = malloc(t->nr * sizeof(*c.tok));
 	c.ev = malloc(t->nr * sizeof(*c.ev));
 	c.gram = malloc(t->nr * sizeof(*c.gram));
-	if (!c.tok || !c.ev || !c.gram)
+	c.live = malloc(t->nr * sizeof(*c.live));
+	if (!c.tok || !c.ev || !c.gram || !c.live)
 		goto out;
 	for (i = 0; i < t->nr; i++)
 		if (t->ev[i].op != TRACE_MARK) {
-			c.tok[c.n] = mix64(t->ev[i].size * 2 +
-					   (t->ev[i].op == TRACE_FREE));
+			const struct trace_event *e = &t->ev[i];
+
+			c.live[c.n] = live;
+			live = e->op == TRACE_ALLOC ? live + e->size :
+						      live - e->size;
+			c.tok[c.n] = mix64(e->size * 2 + (e->op == TRACE_FREE));
 			c.ev[c.n++] = i;
 		}
 	err = 0;
@@ -357,6 +441,7 @@ out:
 	free(c.tok);
 	free(c.ev);
 	free(c.gram);
+	free(c.live);
 	if (err == -ENOMEM)
 		return sa_error(-ENOMEM, "planner: out of memory");
 	return err;

@@ -266,6 +266,149 @@ static void test_iterations_none(void **state)
 	trace_free(&t);
 }
 
+/*
+ * A layered model (GPT-like, LAYERS layers): weights, then per iteration
+ * @mbs micro-batches, each a forward pass (per layer: two temporaries, two
+ * saved activations), the loss, the gradients (first micro-batch of the
+ * first iteration only) and the backward pass (per layer: two temporaries,
+ * the layer's activations freed), then a fused optimizer step.  Each
+ * layer's forward and backward is 6 requests, so a layer is a strong short
+ * period (the one taken for the iteration before), a micro-batch another
+ * (12 * LAYERS + 6), the iteration ITER(mbs).  @marks: an "iteration"
+ * marker per iteration.
+ */
+#define LAYERS 24
+#define ITER(mbs) ((mbs) * (12 * LAYERS + 6) + 2)
+struct gen {
+	char *text;
+	size_t n, seq, id;
+};
+
+static size_t gen_alloc(struct gen *g, unsigned long long size)
+{
+	g->n += (size_t)sprintf(g->text + g->n, "a %zu %zu %llu\n", g->seq++,
+				g->id, size);
+	return g->id++;
+}
+
+static void gen_free(struct gen *g, size_t id)
+{
+	g->n += (size_t)sprintf(g->text + g->n, "f %zu %zu\n", g->seq++, id);
+}
+
+static void micro_batch(struct gen *g, bool grads)
+{
+	const unsigned long long h = 1 << 20;
+	size_t act[LAYERS][2], x, t, u, logits, loss;
+	int l;
+
+	x = gen_alloc(g, 2 * h);
+	for (l = 0; l < LAYERS; l++) {
+		t = gen_alloc(g, 8 * h);
+		u = gen_alloc(g, 2 * h);
+		act[l][0] = gen_alloc(g, 2 * h);
+		act[l][1] = gen_alloc(g, 8 * h);
+		gen_free(g, t);
+		gen_free(g, u);
+	}
+	logits = gen_alloc(g, 16 * h);
+	loss = gen_alloc(g, 64);
+	gen_free(g, logits);
+	for (l = 0; l < LAYERS && grads; l++)
+		gen_alloc(g, 12 * h);
+	for (l = LAYERS - 1; l >= 0; l--) {
+		t = gen_alloc(g, 8 * h);
+		u = gen_alloc(g, 2 * h);
+		gen_free(g, t);
+		gen_free(g, u);
+		gen_free(g, act[l][0]);
+		gen_free(g, act[l][1]);
+	}
+	gen_free(g, loss);
+	gen_free(g, x);
+}
+
+static void layered(struct gen *g, int iters, int mbs, bool marks)
+{
+	const unsigned long long h = 1 << 20;
+	int it, l, mb;
+
+	g->n = (size_t)sprintf(g->text, "stalloc-trace 1\n");
+	g->seq = g->id = 0;
+	for (l = 0; l < LAYERS; l++)
+		gen_alloc(g, 12 * h);
+	for (it = 0; it < iters; it++) {
+		if (marks)
+			g->n += (size_t)sprintf(g->text + g->n,
+						"m %zu iteration\n", g->seq++);
+		for (mb = 0; mb < mbs; mb++)
+			micro_batch(g, !it && !mb);
+		gen_free(g, gen_alloc(g, 12 * h * LAYERS)); /* optimizer */
+	}
+}
+
+static void layered_iters(int iters, int mbs, bool marks, struct plan_iters *it)
+{
+	static char text[1 << 19];
+	struct gen g = { .text = text };
+	struct trace t;
+
+	layered(&g, iters, mbs, marks);
+	assert_true(g.n < sizeof(text));
+	assert_int_equal(trace_parse("layered", text, g.n, &t), 0);
+	assert_int_equal(iters_find(&t, it), 0);
+	trace_free(&t);
+}
+
+/*
+ * One recorded iteration: no period -- neither a layer nor a micro-batch is
+ * the iteration.
+ */
+static void test_iterations_one_step(void **state)
+{
+	struct plan_iters it;
+	int mbs;
+
+	(void)state;
+	for (mbs = 1; mbs <= 4; mbs += 3) {
+		layered_iters(1, mbs, false, &it);
+		assert_int_equal(it.source, ITER_NONE);
+		assert_int_equal(it.nr, 1);
+		assert_int_equal(it.period, 0);
+		iters_free(&it);
+	}
+}
+
+/* three or four iterations: the iteration's period, not a layer's */
+static void test_iterations_layered(void **state)
+{
+	struct plan_iters it;
+	int iters, mbs;
+	size_t k;
+
+	(void)state;
+	for (iters = 3; iters <= 4; iters++)
+		for (mbs = 1; mbs <= 4; mbs += 3) {
+			layered_iters(iters, mbs, false, &it);
+			assert_int_equal(it.source, ITER_DETECTED);
+			assert_int_equal(it.period, ITER(mbs));
+			assert_true(it.nr >= (size_t)iters - 1);
+			for (k = 1; k < it.nr; k++)
+				assert_int_equal(it.seq[k] - it.seq[k - 1],
+						 ITER(mbs));
+			iters_free(&it);
+		}
+	/* markers still win, one recorded iteration or three */
+	layered_iters(1, 1, true, &it);
+	assert_int_equal(it.source, ITER_NONE); /* one marker: one iteration */
+	assert_int_equal(it.nr, 1);
+	iters_free(&it);
+	layered_iters(3, 4, true, &it);
+	assert_int_equal(it.source, ITER_MARKERS);
+	assert_int_equal(it.nr, 3);
+	iters_free(&it);
+}
+
 /* ------------------------------------------------------ classification */
 
 static struct stalloc_plan *plan_of(const char *path)
@@ -604,6 +747,8 @@ int main(void)
 		cmocka_unit_test(test_iterations_detected),
 		cmocka_unit_test(test_iterations_noise),
 		cmocka_unit_test(test_iterations_none),
+		cmocka_unit_test(test_iterations_one_step),
+		cmocka_unit_test(test_iterations_layered),
 		cmocka_unit_test(test_classify_dense),
 		cmocka_unit_test(test_classify_moe),
 		cmocka_unit_test(test_plan_roundtrip),
