@@ -284,10 +284,10 @@ demo: all $(DEMO_BIN)
 	done
 	$(Q)if nvidia-smi >/dev/null 2>&1; then echo; \
 		echo "A GPU is here: to use stalloc as PyTorch's allocator,"; \
-		echo "  PYTHONPATH=tools/python python3 -c 'import stalloc;" \
-			"stalloc.enable(mode=\"auto\"); ...'"; \
-		echo "  (stalloc.iteration() at each step; see" \
-			"Documentation/pytorch.rst)"; fi
+		echo "  pip install --no-build-isolation . (or" \
+			"PYTHONPATH=tools/python), then in the script:"; \
+		echo "  import stalloc; stalloc.enable()   # first; see" \
+			"Documentation/pytorch.rst"; fi
 
 install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR)/stalloc \
