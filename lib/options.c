@@ -51,7 +51,9 @@ struct opt {
 
 static const struct opt table[SA_OPT_NR] = {
 	[SA_OPT_MODE] = { "STALLOC_MODE", T_CHOICE, 0, 0,
-			  (const char *const[]){ "off", "trace", "plan", "auto", NULL }, "off", "off", "library",
+			  (const char *const[]){ "off", "trace", "plan", "auto",
+						 NULL },
+			  "off", "off", "library",
 			  "off: the dynamic allocator only; trace: also "
 			  "record every request; plan: serve the plan in "
 			  "STALLOC_PLAN; auto: trace, plan in-process, "
@@ -61,26 +63,30 @@ static const struct opt table[SA_OPT_NR] = {
 			   "stalloc-%p-%d.trace (auto: "
 			   "/tmp/stalloc-auto-%p-%d.trace)",
 			   "library",
-			   "trace file pattern (%p pid, %d device, %r RANK)" },
+			   "trace file pattern (%p pid, %d device, %r "
+			   "rank: RANK, else LOCAL_RANK)" },
 	[SA_OPT_PLAN] = { "STALLOC_PLAN", T_PATH, 0, 0, NULL, NULL, "none",
 			  "library",
 			  "plan file for plan mode (same patterns)" },
-	[SA_OPT_AUTO_ITERS] = { "STALLOC_AUTO_ITERS", T_COUNT, 3, 1 << 20,
-				NULL, NULL, "4", "library",
+	[SA_OPT_AUTO_ITERS] = { "STALLOC_AUTO_ITERS", T_COUNT, 3, 1 << 20, NULL,
+				NULL, "4", "library",
 				"auto mode: iterations traced before "
 				"planning" },
 	[SA_OPT_CACHE_LIMIT] = { "STALLOC_CACHE_LIMIT", T_SIZE, 0, NOMAX, NULL,
 				 NULL, "0 (no limit)", "library",
 				 "give cached memory back once more than "
 				 "this is cached" },
-	[SA_OPT_CTL] = { "STALLOC_CTL", T_BOOL, 0, 1, NULL, "1", "1",
-			 "library",
+	[SA_OPT_CTL] = { "STALLOC_CTL", T_BOOL, 0, 1, NULL, "1", "1", "library",
 			 "0 turns the control socket off" },
 	[SA_OPT_LOG] = { "STALLOC_LOG", T_CHOICE, 0, 0,
-			 (const char *const[]){ "none", "error", "warn", "info", "debug", NULL }, "error", "error",
-			 "library", "what is logged to stderr" },
+			 (const char *const[]){ "none", "error", "warn", "info",
+						"debug", NULL },
+			 "error", "error", "library",
+			 "what is logged to stderr" },
 	[SA_OPT_BACKEND] = { "STALLOC_BACKEND", T_CHOICE, 0, 0,
-			     (const char *const[]){ "auto", "cuda", "host", NULL }, "auto", "auto", "library",
+			     (const char *const[]){ "auto", "cuda", "host",
+						    NULL },
+			     "auto", "auto", "library",
 			     "auto: cuda when a driver and a device are "
 			     "there, else host" },
 	[SA_OPT_LIBCUDA] = { "STALLOC_LIBCUDA", T_PATH, 0, 0, NULL,
@@ -100,16 +106,15 @@ static const struct opt table[SA_OPT_NR] = {
 	[SA_OPT_PHYS_LIMIT] = { "STALLOC_PHYS_LIMIT", T_SIZE, 1, NOMAX, NULL,
 				NULL, "device memory", "library",
 				"most physical bytes per device" },
-	[SA_OPT_PEERS] = { "STALLOC_PEERS", T_STRING, 0, 0, NULL, "all",
-			   "all", "library",
+	[SA_OPT_PEERS] = { "STALLOC_PEERS", T_STRING, 0, 0, NULL, "all", "all",
+			   "library",
 			   "devices granted access: all, none or a comma "
 			   "list of ordinals" },
-	[SA_OPT_HOST_MEM] = { "STALLOC_HOST_MEM", T_SIZE, 0, NOMAX, NULL,
-			      NULL, "16G", "host backend",
+	[SA_OPT_HOST_MEM] = { "STALLOC_HOST_MEM", T_SIZE, 0, NOMAX, NULL, NULL,
+			      "16G", "host backend",
 			      "memory of the pretend device" },
 	[SA_OPT_HOST_GRANULARITY] = { "STALLOC_HOST_GRANULARITY", T_SIZE, 0,
-				      NOMAX, NULL, NULL, "2M",
-				      "host backend",
+				      NOMAX, NULL, NULL, "2M", "host backend",
 				      "granularity (a power of two, at "
 				      "least the page size)" },
 	[SA_OPT_LTTNG] = { "STALLOC_LTTNG", T_BOOL, 0, 1, NULL, "0", "0",
@@ -117,7 +122,8 @@ static const struct opt table[SA_OPT_NR] = {
 	[SA_OPT_LTTNG_LIB] = { "STALLOC_LTTNG_LIB", T_PATH, 0, 0, NULL, NULL,
 			       "libstalloc-lttng.so beside libstalloc",
 			       "library", "the lttng-ust provider to load" },
-	[SA_OPT_OOM] = { "STALLOC_OOM", T_CHOICE, 0, 0, (const char *const[]){ "raise", "abort", NULL },
+	[SA_OPT_OOM] = { "STALLOC_OOM", T_CHOICE, 0, 0,
+			 (const char *const[]){ "raise", "abort", NULL },
 			 "raise", "raise", "torch",
 			 "out of memory: raise PyTorch's error, or stop the "
 			 "process with the report" },
@@ -208,7 +214,8 @@ static int bad_value(const struct opt *op, const char *v)
 	char r[128];
 
 	range_text(op, r, sizeof(r));
-	return sa_error(-EINVAL, "environment: %s=\"%s\" is not accepted (want %s)",
+	return sa_error(-EINVAL,
+			"environment: %s=\"%s\" is not accepted (want %s)",
 			op->name, v, r);
 }
 

@@ -6,9 +6,9 @@
  * The counters themselves are updated on the allocation paths under the
  * device lock (alloc.c); here they are read: stalloc_stats() copies them
  * under the lock and adds the vmm layer's figures (stalloc_reset_peak()
- * restarts the peaks), mapper_view_get() takes
- * a whole snapshot (allocated ranges included) for the control socket so
- * that an answer is formatted with no lock held.
+ * restarts the peaks), mapper_view_get() takes a whole snapshot (allocated
+ * ranges included) for the control socket so that an answer is formatted
+ * with no lock held.
  *
  * Locking: the device lock, briefly, per call; never called with it held.
  */
