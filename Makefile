@@ -17,9 +17,13 @@
 # Outputs go under $(O) (default build/, build/san/ with SANITIZE=1).
 # V=1 shows the commands.
 
-VERSION_MAJOR := 0
-VERSION_MINOR := 1
-VERSION_PATCH := 0
+# The version lives in one place, include/stalloc/stalloc.h (the Python
+# package's setup.py reads it there too).
+stalloc_version = $(shell sed -n 's/^\#define STALLOC_VERSION_$(1) \([0-9]*\)$$/\1/p' \
+	include/stalloc/stalloc.h)
+VERSION_MAJOR := $(call stalloc_version,MAJOR)
+VERSION_MINOR := $(call stalloc_version,MINOR)
+VERSION_PATCH := $(call stalloc_version,PATCH)
 VERSION := $(VERSION_MAJOR).$(VERSION_MINOR).$(VERSION_PATCH)
 
 SANITIZE ?= 0
@@ -42,8 +46,29 @@ else
 Q := @
 endif
 
+DEPS_SH ?= tools/deps.sh
+
 # Goals that must work before the dependencies are installed.
 NODEP_GOALS := deps clean distclean format-check format help htmldocs
+ifneq ($(and $(filter deps,$(MAKECMDGOALS)),$(filter-out deps,$(MAKECMDGOALS))),)
+# "make deps demo" on a fresh machine: this make read pkg-config before
+# deps installed anything, so install first and make the other goals in a
+# fresh make, which reads pkg-config again (tests/test-make-deps.sh).
+DEPS_REST := $(filter-out deps,$(MAKECMDGOALS))
+.PHONY: deps deps-then-rest $(DEPS_REST)
+.NOTPARALLEL:
+deps:
+	$(Q)sh $(DEPS_SH)
+# (make -n: nothing was installed, so only say what would be made)
+deps-then-rest: deps
+ifneq ($(findstring n,$(firstword -$(MAKEFLAGS))),)
+	@echo "make $(DEPS_REST)  # in a fresh make, after deps"
+else
+	$(Q)$(MAKE) --no-print-directory $(DEPS_REST)
+endif
+$(DEPS_REST): deps-then-rest
+	@:
+else # the rest of this file: "make deps" alone, or no deps goal at all
 ifneq ($(filter-out $(NODEP_GOALS),$(or $(MAKECMDGOALS),all)),)
 ifneq ($(shell $(PKG_CONFIG) --exists liburcu-bp && echo y),y)
 $(error liburcu-bp not found by pkg-config: run "make deps" first)
@@ -264,10 +289,10 @@ demo: all $(DEMO_BIN)
 	done
 	$(Q)if nvidia-smi >/dev/null 2>&1; then echo; \
 		echo "A GPU is here: to use stalloc as PyTorch's allocator,"; \
-		echo "  PYTHONPATH=tools/python python3 -c 'import stalloc;" \
-			"stalloc.enable(mode=\"auto\"); ...'"; \
-		echo "  (stalloc.iteration() at each step; see" \
-			"Documentation/pytorch.rst)"; fi
+		echo "  pip install --no-build-isolation . (or" \
+			"PYTHONPATH=tools/python), then in the script:"; \
+		echo "  import stalloc; stalloc.enable()   # first; see" \
+			"Documentation/pytorch.rst"; fi
 
 install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR)/stalloc \
@@ -298,7 +323,7 @@ uninstall:
 	rm -rf $(DESTDIR)$(INCDIR)/stalloc
 
 deps:
-	$(Q)sh tools/deps.sh
+	$(Q)sh $(DEPS_SH)
 
 SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || \
 	find include lib vmm planner mapper tracing tools tests bench \
@@ -388,3 +413,5 @@ gpucheck: tests $(O)/bench/bench-vmm $(DEMO_BIN)
 		python3 tools/gpu/torch-e2e.py --model tiny --steps 12 \
 			--graphs --out $(O)/gpu; \
 	else echo "gpucheck: no CUDA build of PyTorch: torch checks skipped"; fi
+
+endif # deps first

@@ -63,7 +63,8 @@ static const struct opt table[SA_OPT_NR] = {
 			   "stalloc-%p-%d.trace (auto: "
 			   "/tmp/stalloc-auto-%p-%d.trace)",
 			   "library",
-			   "trace file pattern (%p pid, %d device, %r RANK)" },
+			   "trace file pattern (%p pid, %d device, %r "
+			   "rank: RANK, else LOCAL_RANK)" },
 	[SA_OPT_PLAN] = { "STALLOC_PLAN", T_PATH, 0, 0, NULL, NULL, "none",
 			  "library",
 			  "plan file for plan mode (same patterns)" },

@@ -182,6 +182,77 @@ int stalloc_parse_size(const char *s, uint64_t *out)
 	return sa_parse_size(s, out);
 }
 
+/* The rank for %r: RANK, else LOCAL_RANK, else "0"; NULL if not a number. */
+static const char *sa_rank(const char **from)
+{
+	static const char *const vars[] = { "RANK", "LOCAL_RANK" };
+	const char *v;
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(vars); i++) {
+		v = getenv(vars[i]);
+		if (!v || !*v)
+			continue;
+		*from = vars[i];
+		if (strlen(v) > 9 || v[strspn(v, "0123456789")])
+			return NULL;
+		return v;
+	}
+	*from = NULL;
+	return "0";
+}
+
+int sa_expand_path(const char *pattern, int device, char *out, size_t size)
+{
+	const char *rank, *from;
+	size_t n = 0;
+	int w;
+
+	if (!pattern || !*pattern)
+		return sa_error(-EINVAL, "path pattern: empty path");
+	for (; *pattern; pattern++) {
+		char c = pattern[1];
+
+		w = 1;
+		if (*pattern != '%') {
+			if (n + 1 < size)
+				out[n] = *pattern;
+			goto next;
+		}
+		pattern++;
+		if (c == 'p') {
+			w = snprintf(out + n, n < size ? size - n : 0, "%d",
+				     (int)getpid());
+		} else if (c == 'd') {
+			w = snprintf(out + n, n < size ? size - n : 0, "%d",
+				     device);
+		} else if (c == 'r') {
+			rank = sa_rank(&from);
+			if (!rank)
+				return sa_error(-EINVAL,
+						"path pattern: %%r: %s=\"%s\" "
+						"is not a rank (want a number)",
+						from, getenv(from));
+			w = snprintf(out + n, n < size ? size - n : 0, "%s",
+				     rank);
+		} else if (c == '%') {
+			if (n + 1 < size)
+				out[n] = '%';
+		} else {
+			return sa_error(-EINVAL,
+					"path pattern: unknown %%%c (want %%p, "
+					"%%d, %%r or %%%%)",
+					c ? c : '?');
+		}
+next:
+		n += (size_t)w;
+		if (n >= size)
+			return sa_error(-EINVAL, "path pattern: path too long");
+	}
+	out[n] = 0;
+	return 0;
+}
+
 int sa_read_file(const char *path, char **text, size_t *len)
 {
 	size_t got = 0, cap = 1 << 16;

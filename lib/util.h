@@ -75,6 +75,16 @@ int sa_parse_size(const char *s, uint64_t *out);
  */
 int sa_read_file(const char *path, char **text, size_t *len);
 
+/*
+ * Expand a trace or plan path pattern into @out (@size bytes): %p the pid,
+ * %d @device, %r the process's rank (RANK, else LOCAL_RANK, else 0: the
+ * variables torchrun and torch.distributed set, so that each rank of a
+ * data-parallel job has files of its own), %% a '%'.  0, or -EINVAL with a
+ * message for an empty pattern, an unknown %-sequence, a rank that is not a
+ * number, or a result that does not fit.
+ */
+int sa_expand_path(const char *pattern, int device, char *out, size_t size);
+
 /* Write all of @s to @fd, retrying short writes; 0, or -1 with errno. */
 int sa_write_all(int fd, const char *s, size_t len);
 

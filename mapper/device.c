@@ -105,9 +105,8 @@ static void dev_load_plan(struct mdev *d)
 	uint64_t pool;
 	int err;
 
-	err = pat && *pat ?
-		      trec_expand_path(pat, d->device, path, sizeof(path)) :
-		      sa_error(-EINVAL, "STALLOC_PLAN is not set");
+	err = pat && *pat ? sa_expand_path(pat, d->device, path, sizeof(path)) :
+			    sa_error(-EINVAL, "STALLOC_PLAN is not set");
 	if (!err)
 		err = stalloc_plan_read(path, &plan);
 	if (!err && !match_plan_pays(plan)) {

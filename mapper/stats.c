@@ -5,9 +5,10 @@
  *
  * The counters themselves are updated on the allocation paths under the
  * device lock (alloc.c); here they are read: stalloc_stats() copies them
- * under the lock and adds the vmm layer's figures, mapper_view_get() takes
- * a whole snapshot (allocated ranges included) for the control socket so
- * that an answer is formatted with no lock held.
+ * under the lock and adds the vmm layer's figures (stalloc_reset_peak()
+ * restarts the peaks), mapper_view_get() takes a whole snapshot (allocated
+ * ranges included) for the control socket so that an answer is formatted
+ * with no lock held.
  *
  * Locking: the device lock, briefly, per call; never called with it held.
  */
@@ -103,6 +104,24 @@ int stalloc_stats(int device, struct stalloc_stats *st)
 	st->driver_calls = 0;
 	for (k = 0; k < VMM_CALL_NR; k++)
 		st->driver_calls += vs.calls[k];
+	return 0;
+}
+
+int stalloc_reset_peak(int device)
+{
+	struct mdev *d;
+
+	if (device < 0 || device >= MAPPER_MAX_DEVICES)
+		return sa_error(-EINVAL, "runtime: device %d out of range",
+				device);
+	d = rcu_dereference(mdev_table[device]);
+	if (!d)
+		return sa_error(-ENOENT, "runtime: device %d was never used",
+				device);
+	sa_mutex_lock(&d->lock);
+	d->st.allocated_peak = d->st.allocated;
+	sa_mutex_unlock(&d->lock);
+	vmm_reset_peaks(d->vmm);
 	return 0;
 }
 

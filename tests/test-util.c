@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -86,12 +87,56 @@ static void test_errors(void **state)
 	assert_int_equal(stalloc_set_log_level(old), STALLOC_LOG_NONE);
 }
 
+static void test_expand_path(void **state)
+{
+	char out[256], want[64];
+
+	(void)state;
+	unsetenv("RANK");
+	unsetenv("LOCAL_RANK");
+	assert_int_equal(sa_expand_path("r%r-%d.plan", 2, out, sizeof(out)), 0);
+	assert_string_equal(out, "r0-2.plan");
+	setenv("LOCAL_RANK", "5", 1);
+	assert_int_equal(sa_expand_path("r%r", 0, out, sizeof(out)), 0);
+	assert_string_equal(out, "r5");
+	setenv("RANK", "12", 1); /* RANK wins over LOCAL_RANK */
+	assert_int_equal(
+		sa_expand_path("/t/%r/%p-%d-%%.trace", 7, out, sizeof(out)), 0);
+	snprintf(want, sizeof(want), "/t/12/%d-7-%%.trace", (int)getpid());
+	assert_string_equal(out, want);
+	/* exactly fits, and one byte short */
+	assert_int_equal(sa_expand_path("ab%r", 0, out, 5), 0);
+	assert_string_equal(out, "ab12");
+	assert_int_equal(sa_expand_path("ab%r", 0, out, 4), -EINVAL);
+	assert_non_null(strstr(stalloc_last_error(), "too long"));
+	assert_int_equal(sa_expand_path("abcd", 0, out, 4), -EINVAL);
+	/* a rank that is not a number must not become part of a path */
+	setenv("RANK", "../x", 1);
+	assert_int_equal(sa_expand_path("%r", 0, out, sizeof(out)), -EINVAL);
+	assert_non_null(strstr(stalloc_last_error(), "RANK=\"../x\""));
+	unsetenv("RANK");
+	setenv("LOCAL_RANK", "-1", 1);
+	assert_int_equal(sa_expand_path("%r", 0, out, sizeof(out)), -EINVAL);
+	assert_non_null(strstr(stalloc_last_error(), "LOCAL_RANK"));
+	unsetenv("LOCAL_RANK");
+	/* a rank is not needed where the pattern has no %r */
+	setenv("RANK", "bad", 1);
+	assert_int_equal(sa_expand_path("p%p", 0, out, sizeof(out)), 0);
+	unsetenv("RANK");
+	assert_int_equal(sa_expand_path("x%q", 0, out, sizeof(out)), -EINVAL);
+	assert_non_null(strstr(stalloc_last_error(), "%q"));
+	assert_int_equal(sa_expand_path("x%", 0, out, sizeof(out)), -EINVAL);
+	assert_int_equal(sa_expand_path("", 0, out, sizeof(out)), -EINVAL);
+	assert_int_equal(sa_expand_path(NULL, 0, out, sizeof(out)), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_version),
 		cmocka_unit_test(test_parse_size),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_expand_path),
 	};
 
 	return cmocka_run_group_tests_name("util", tests, NULL, NULL);

@@ -5,7 +5,8 @@
 set -eu
 
 PKGS="make gcc g++ clang pkg-config liburcu-dev libcmocka-dev liblttng-ust-dev
-zlib1g-dev python3 python3-torch lttng-tools babeltrace2
+zlib1g-dev python3 python3-torch python3-setuptools python3-wheel python3-pip
+python3-venv lttng-tools babeltrace2
 clang-format clang-tidy cppcheck doxygen python3-sphinx python3-breathe"
 
 missing=""

@@ -93,45 +93,7 @@ static void trec_init(void)
 
 int trec_expand_path(const char *pattern, int device, char *out, size_t size)
 {
-	const char *rank = getenv("RANK");
-	size_t n = 0;
-	int w;
-
-	if (!pattern || !*pattern)
-		return sa_error(-EINVAL, "trace: empty trace path");
-	for (; *pattern; pattern++) {
-		if (*pattern != '%') {
-			w = 1;
-			if (n + 1 < size)
-				out[n] = *pattern;
-		} else {
-			char c = *++pattern;
-
-			if (c == 'p')
-				w = snprintf(out + n, n < size ? size - n : 0,
-					     "%d", (int)getpid());
-			else if (c == 'd')
-				w = snprintf(out + n, n < size ? size - n : 0,
-					     "%d", device);
-			else if (c == 'r')
-				w = snprintf(out + n, n < size ? size - n : 0,
-					     "%s", rank && *rank ? rank : "0");
-			else if (c == '%')
-				w = snprintf(out + n, n < size ? size - n : 0,
-					     "%%");
-			else
-				return sa_error(-EINVAL,
-						"trace: path pattern: unknown "
-						"%%%c (want %%p, %%d, %%r or "
-						"%%%%)",
-						c ? c : '?');
-		}
-		n += (size_t)w;
-		if (n >= size)
-			return sa_error(-EINVAL, "trace: path too long");
-	}
-	out[n] = 0;
-	return 0;
+	return sa_expand_path(pattern, device, out, size);
 }
 
 static int trec_new_buf(struct trec_buf *b, uint64_t gen)

@@ -18,11 +18,7 @@
 
 struct trec;
 
-/*
- * Expand a path pattern: %p the pid, %d @device, %r the RANK environment
- * variable (0 if unset), %% a percent sign.  0, or -EINVAL naming the
- * pattern when it is malformed or too long.
- */
+/* Expand a path pattern: sa_expand_path() of lib/util.h (%p, %d, %r, %%). */
 int trec_expand_path(const char *pattern, int device, char *out, size_t size);
 
 /* Create (truncate) the trace file for @device from @pattern. */

@@ -572,6 +572,16 @@ void vmm_get_stats(struct vmm_space *s, struct vmm_stats *st)
 	}
 }
 
+void vmm_reset_peaks(struct vmm_space *s)
+{
+	if (vmm_forked(s))
+		return;
+	sa_mutex_lock(&s->lock);
+	s->st.bytes_mapped_peak = s->st.bytes_mapped;
+	s->st.phys_bytes_peak = s->st.phys_bytes;
+	sa_mutex_unlock(&s->lock);
+}
+
 uint64_t vmm_base(const struct vmm_space *s)
 {
 	return s->base;

@@ -290,6 +290,8 @@ bool vmm_capturing(struct vmm_space *s, void *stream);
 int vmm_capture_relax(struct vmm_space *s, bool relax, int *old);
 
 void vmm_get_stats(struct vmm_space *s, struct vmm_stats *st);
+/* Start the peaks (mapped, physical) again from the current values. */
+void vmm_reset_peaks(struct vmm_space *s);
 const char *vmm_call_name(enum vmm_call call);
 
 #endif /* STALLOC_VMM_VMM_H */

@@ -442,6 +442,17 @@ STALLOC_API int stalloc_option_size(const char *name, uint64_t def,
 STALLOC_API const char *stalloc_option_string(const char *name);
 
 /**
+ * stalloc_reset_peak() - start a device's peaks again from now
+ * @device: device ordinal
+ *
+ * allocated_peak, reserved_peak and mapped_peak become the current values
+ * (torch.cuda.reset_peak_memory_stats() under the Python helper).
+ *
+ * Return: 0, -EINVAL for a bad device, -ENOENT if the device was never used.
+ */
+STALLOC_API int stalloc_reset_peak(int device);
+
+/**
  * stalloc_shutdown() - release every device's memory and state
  *
  * For tests and for programs that want to give everything back before they

@@ -289,7 +289,7 @@ class HostBackendTest(unittest.TestCase):
         self.assertEqual(sum(ln.startswith("f ") for ln in lines), 4)
 
 
-def fake_torch(version="2.3.0", hooks=None, initialized=False):
+def fake_torch(version="2.3.0", hooks=None, initialized=False, cuda="12.1"):
     """Make a fake ``torch`` module; return it and the list of its calls.
 
     @hooks: the setters the native allocator object has (default: all
@@ -325,12 +325,23 @@ def fake_torch(version="2.3.0", hooks=None, initialized=False):
 
     torch = types.ModuleType("torch")
     torch.__version__ = version
+    torch.version = types.SimpleNamespace(cuda=cuda, hip=None)
     torch.cuda = types.ModuleType("torch.cuda")
     torch.cuda.is_initialized = is_initialized
     torch.cuda.memory = types.ModuleType("torch.cuda.memory")
     torch.cuda.memory.CUDAPluggableAllocator = CUDAPluggableAllocator
     torch.cuda.memory.change_current_allocator = change_current_allocator
     return torch, calls
+
+
+def reset_enabled(test):
+    """Let enable() run again in this process (each test starts afresh)."""
+    for name in ("_enabled", "_explicit_marks"):
+        patch = mock.patch.object(stalloc, name, getattr(stalloc, name)
+                                  if name != "_enabled" else None)
+        patch.start()
+        test.addCleanup(patch.stop)
+    stalloc._explicit_marks = False
 
 
 class EnableTest(unittest.TestCase):
@@ -341,6 +352,7 @@ class EnableTest(unittest.TestCase):
         env = clean_environ()
         env.start()
         self.addCleanup(env.stop)
+        reset_enabled(self)
 
     def with_torch(self, torch):
         patch = mock.patch.dict(sys.modules, {
@@ -453,7 +465,15 @@ class EnableTest(unittest.TestCase):
         self.assertEqual([c[0] for c in calls], [
             "is_initialized", "CUDAPluggableAllocator",
             "change_current_allocator"])
-        self.assertEqual(calls[1][4], {})  # the environment as it was
+        # mode None: the environment's, else auto
+        self.assertEqual(calls[1][4], {"STALLOC_MODE": "auto"})
+
+    def test_mode_from_environment(self):
+        torch, calls = fake_torch("2.3.0")
+        self.with_torch(torch)
+        os.environ["STALLOC_MODE"] = "trace"
+        stalloc.enable()
+        self.assertEqual(calls[1][4], {"STALLOC_MODE": "trace"})
 
     def test_explicit_library(self):
         torch, calls = fake_torch("2.4.1")

@@ -1,0 +1,199 @@
+# SPDX-License-Identifier: MIT
+"""tests/torch/run_ddp.py - a 2-rank data-parallel job on libstalloc-cpu.so
+
+Two ranks of tests/torch/ddp.py (DistributedDataParallel, gloo, CPU torch,
+16 steps, no marker in the training loop), started as torchrun would
+(RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), three times:
+
+1. without stalloc: the losses of each rank;
+2. LD_PRELOAD=libstalloc-cpu.so, STALLOC_MODE=auto, the script unchanged:
+   losses bit-identical; its plan hits are reported (libstalloc's auto mode
+   plans from iteration markers, and nothing marks here);
+3. the same with the script's one stalloc.enable() line (--stalloc): the
+   Python helper marks each optimizer step (torch 1.13: its Optimizer.step
+   wrappers), so each rank traces, plans for itself and switches.  Losses
+   bit-identical on both ranks, at least half of each rank's routed
+   allocations served by its plan, no miss, no bad free, and one trace per
+   rank from STALLOC_TRACE's %r.
+
+Prints TAP; skips when /usr/bin/python3 cannot import torch.  O: build dir.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+DDP = os.path.join(HERE, "ddp.py")
+TORCH_PY = "/usr/bin/python3"
+STEPS = 16
+WORLD = 2
+
+n_tests = 0
+n_failed = 0
+
+
+def ok(cond, what, diag=None):
+    global n_tests, n_failed
+    n_tests += 1
+    print("%s %d - %s" % ("ok" if cond else "not ok", n_tests, what))
+    if not cond:
+        n_failed += 1
+        for line in str(diag or "").splitlines()[-30:]:
+            print("#   " + line)
+    sys.stdout.flush()
+    return cond
+
+
+def note(msg):
+    print("# " + msg)
+    sys.stdout.flush()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def job(tmp, name, args=(), env=None, timeout=300):
+    """Run the WORLD ranks; return one dict per rank (rc, out, err, losses,
+    stats)."""
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith("STALLOC_") and k != "LD_PRELOAD"}
+    base.update(PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1",
+                PYTHONPATH=os.path.join(ROOT, "tools", "python"),
+                WORLD_SIZE=str(WORLD), MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=str(free_port()))
+    base.update(env or {})
+    procs = []
+    t0 = time.monotonic()
+    for rank in range(WORLD):
+        e = dict(base, RANK=str(rank))
+        stats = os.path.join(tmp, "%s-r%d.json" % (name, rank))
+        if "LD_PRELOAD" in e:
+            e["STALLOC_CPU_STATS"] = stats
+        procs.append((subprocess.Popen(
+            [TORCH_PY, DDP, "--steps", str(STEPS)] + list(args), env=e,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True), stats))
+    ranks = []
+    for p, stats in procs:
+        left = max(1, timeout - (time.monotonic() - t0))
+        try:
+            out, err = p.communicate(timeout=left)
+        except subprocess.TimeoutExpired:
+            for q, _ in procs:
+                try:
+                    os.killpg(q.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            out, err = p.communicate()
+            err += "\n(killed after %d s)\n" % timeout
+        st = None
+        if os.path.exists(stats):
+            with open(stats) as f:
+                st = json.load(f)
+        ranks.append({"rc": p.returncode, "out": out, "err": err,
+                      "losses": [ln.split()[2] for ln in out.splitlines()
+                                 if ln.startswith("loss ")],
+                      "stats": st})
+    note("%s: %.1f s" % (name, time.monotonic() - t0))
+    return ranks
+
+
+def diag(ranks):
+    return "\n".join("rank %d: exit %s\n%s%s\nstats %s" % (
+        i, r["rc"], r["out"][-1500:], r["err"][-1500:], r["stats"])
+        for i, r in enumerate(ranks))
+
+
+def same_losses(base, run):
+    return all(r["rc"] == 0 and len(r["losses"]) == STEPS and
+               r["losses"] == b["losses"] for r, b in zip(run, base))
+
+
+def main():
+    build = os.path.abspath(os.environ.get("O", "build"))
+    cpu = os.path.join(build, "libstalloc-cpu.so")
+    probe = subprocess.run([TORCH_PY, "-c", "import torch.distributed as d; "
+                            "assert d.is_available()"],
+                           capture_output=True, check=False) \
+        if os.path.exists(TORCH_PY) else None
+    if probe is None or probe.returncode != 0:
+        print("1..1\nok 1 # SKIP %s cannot import torch.distributed"
+              % TORCH_PY)
+        return 0
+    if not os.path.exists(cpu):
+        print("1..1\nnot ok 1 - %s not built" % cpu)
+        return 1
+
+    tmp = tempfile.mkdtemp(prefix="stalloc-ddp-")
+    try:
+        base = job(tmp, "baseline")
+        if not ok(all(r["rc"] == 0 and len(r["losses"]) == STEPS
+                      for r in base) and base[0]["losses"] != base[1]["losses"],
+                  "baseline: %d ranks, %d steps, a batch of its own per rank"
+                  % (WORLD, STEPS), diag(base)):
+            return 1
+        auto = {"LD_PRELOAD": cpu, "STALLOC_MODE": "auto",
+                "STALLOC_TRACE": os.path.join(tmp, "auto-r%r.trace")}
+
+        pre = job(tmp, "preload", env=auto)
+        ok(same_losses(base, pre) and all(r["stats"] and
+                                          r["stats"]["routed"] > 0
+                                          for r in pre),
+           "LD_PRELOAD, auto mode, script unchanged: losses bit-identical "
+           "on every rank", diag(pre))
+        for i, r in enumerate(pre):
+            st = r["stats"] or {}
+            note("LD_PRELOAD alone, rank %d: %d plan hits of %d routed "
+                 "(no iteration marker: auto mode does not plan)"
+                 % (i, st.get("plan_hits", 0), st.get("routed", 0)))
+
+        for f in os.listdir(tmp):
+            if f.endswith(".trace"):
+                os.unlink(os.path.join(tmp, f))
+        en = job(tmp, "enable", ["--stalloc"], env=auto)
+        ok(same_losses(base, en),
+           "stalloc.enable() under LD_PRELOAD, auto mode: losses "
+           "bit-identical to the run without stalloc on every rank",
+           diag(en))
+        for i, r in enumerate(en):
+            st = r["stats"] or {}
+            hits, routed = st.get("plan_hits", 0), st.get("routed", 0)
+            ok(routed > 0 and 2 * hits >= routed and
+               st.get("plan_misses") == 0 and st.get("bad_frees") == 0,
+               "rank %d: %d plan hits of %d routed allocations (%.1f%%), "
+               "no miss, no bad free" % (i, hits, routed,
+                                         100.0 * hits / max(routed, 1)),
+               diag(en))
+        traces = sorted(f for f in os.listdir(tmp) if f.endswith(".trace"))
+        marks = []
+        for f in traces:
+            with open(os.path.join(tmp, f)) as fh:
+                marks.append(sum(1 for ln in fh
+                                 if ln.startswith("m ") and
+                                 ln.split()[2] == "iteration"))
+        ok(traces == ["auto-r%d.trace" % r for r in range(WORLD)] and
+           all(m >= 4 for m in marks),
+           "one auto-mode trace per rank (STALLOC_TRACE=auto-r%%r.trace), "
+           "each with the optimizer steps marked (%s)" % marks,
+           "traces %s" % traces)
+    finally:
+        if os.environ.get("STALLOC_TEST_KEEP"):
+            note("scratch files kept in " + tmp)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print("1..%d" % n_tests)
+    return 1 if n_failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
