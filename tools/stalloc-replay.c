@@ -87,6 +87,18 @@ static const char usage[] =
 	"Sizes take K, M, G, T suffixes.  Exit status: 0 replayed, 1 overlap\n"
 	"or allocation failure, 2 usage or bad input.\n";
 
+/*
+ * What the real allocator did, from the trace's "# torch:" comment
+ * (written by stalloc-import; Documentation/trace-format.rst).
+ */
+struct torch_rec {
+	bool have_peak;
+	uint64_t reserved_peak;
+	uint64_t max_split;
+	char allocator[16];
+	char source[32];
+};
+
 struct args {
 	const char *trace, *plan, *addr_log;
 	int policy;
@@ -119,6 +131,7 @@ struct replay {
 	struct rec *recs;
 	size_t nr_recs;
 	struct idmap ids;
+	struct torch_rec torch;
 	void *tree;
 	FILE *log;
 	struct cmodel *model[MAX_DEV];
@@ -429,10 +442,15 @@ static int setup_models(struct replay *r)
 		.kind = r->a->policy == P_EXPANDABLE ? CM_EXPANDABLE :
 						       CM_CACHING,
 		.capacity = r->a->capacity ? r->a->capacity : DEFAULT_CAPACITY,
-		.max_split_size = r->a->max_split ? r->a->max_split :
-						    CM_UNLIMITED,
+		.max_split_size = CM_UNLIMITED,
 	};
 	int d;
+
+	/* the option, else the recorded allocator's setting */
+	if (r->a->max_split)
+		cfg.max_split_size = r->a->max_split;
+	else if (r->torch.max_split > CM_LARGE_BUFFER)
+		cfg.max_split_size = r->torch.max_split;
 
 	for (d = 0; d < MAX_DEV; d++) {
 		if (!r->used[d])
@@ -444,6 +462,70 @@ static int setup_models(struct replay *r)
 		}
 	}
 	return 0;
+}
+
+/* One "key=value" of a "# torch:" comment. */
+static void torch_key(struct torch_rec *t, const char *kv)
+{
+	const char *v = strchr(kv, '=');
+	size_t klen;
+	uint64_t n;
+
+	if (!v)
+		return;
+	klen = (size_t)(v++ - kv);
+	if (klen == 13 && !strncmp(kv, "reserved_peak", klen)) {
+		if (!stalloc_parse_size(v, &n)) {
+			t->reserved_peak = n;
+			t->have_peak = true;
+		}
+	} else if (klen == 14 && !strncmp(kv, "max_split_size", klen)) {
+		if (!stalloc_parse_size(v, &n))
+			t->max_split = n;
+	} else if (klen == 9 && !strncmp(kv, "allocator", klen)) {
+		snprintf(t->allocator, sizeof(t->allocator), "%s", v);
+	} else if (klen == 15 && !strncmp(kv, "reserved_source", klen)) {
+		snprintf(t->source, sizeof(t->source), "%s", v);
+	}
+}
+
+/*
+ * The "# torch:" comment among the lines before the first event; the
+ * trace reader has checked the file already, so this only reads.
+ */
+static void read_torch_comment(struct replay *r)
+{
+	struct torch_rec *t = &r->torch;
+	FILE *f = fopen(r->a->trace, "r");
+	char *line = NULL, *tok, *save;
+	size_t cap = 0;
+	ssize_t len;
+
+	snprintf(t->allocator, sizeof(t->allocator), "caching");
+	if (!f)
+		return;
+	while ((len = getline(&line, &cap, f)) > 0) {
+		line[strcspn(line, "\r\n")] = '\0';
+		if (!strncmp(line, "stalloc-trace", 13) || !line[0])
+			continue;
+		if (line[0] != '#')
+			break;
+		if (strncmp(line, "# torch:", 8))
+			continue;
+		for (tok = strtok_r(line + 8, " \t", &save); tok;
+		     tok = strtok_r(NULL, " \t", &save))
+			torch_key(t, tok);
+	}
+	free(line);
+	fclose(f);
+}
+
+/* The model's reserved peak against the recorded one, when comparable. */
+static bool torch_comparable(const struct replay *r)
+{
+	return r->torch.have_peak && r->torch.reserved_peak &&
+	       (r->a->policy == P_CACHING || r->a->policy == P_EXPANDABLE) &&
+	       !strcmp(r->torch.allocator, policy_name[r->a->policy]);
 }
 
 /* ------------------------------------------------------------ replay */
@@ -470,8 +552,16 @@ static void on_mark(struct replay *r, const struct stalloc_trace_event *e)
 	const char *label = e->label ? e->label : "mark";
 
 	r->marks++;
-	if (!is_lib(r))
+	if (!is_lib(r)) {
+		int d;
+
+		/* PyTorch's emptyCache(), seen by stalloc-import */
+		if (!strcmp(label, "empty_cache"))
+			for (d = 0; d < MAX_DEV; d++)
+				if (r->model[d])
+					cm_empty_cache(r->model[d]);
 		return;
+	}
 	stalloc_mark(label);
 	if (strcmp(label, "iteration") != 0)
 		return;
@@ -655,6 +745,26 @@ static void json_string(const char *s)
 	putchar('"');
 }
 
+static void print_torch_json(const struct replay *r, const struct result *res)
+{
+	if (!r->torch.have_peak) {
+		printf(", \"torch_reserved_peak_bytes\": null");
+		return;
+	}
+	printf(", \"torch_reserved_peak_bytes\": %" PRIu64
+	       ", \"torch_allocator\": ",
+	       r->torch.reserved_peak);
+	json_string(r->torch.allocator);
+	printf(", \"torch_reserved_source\": ");
+	json_string(r->torch.source);
+	if (torch_comparable(r))
+		printf(", \"model_vs_torch\": %.6f",
+		       (double)res->peak_res / (double)r->torch.reserved_peak -
+			       1.0);
+	else
+		printf(", \"model_vs_torch\": null");
+}
+
 static void print_json(const struct replay *r, const struct result *res)
 {
 	printf("{\"trace\": ");
@@ -673,6 +783,7 @@ static void print_json(const struct replay *r, const struct result *res)
 	       ", \"peak_reserved_bytes\": %" PRIu64
 	       ", \"fragmentation\": %.6f, \"utilisation\": %.6f",
 	       res->peak_req, res->peak_res, frag(res), util(res));
+	print_torch_json(r, res);
 	printf(", \"plan_hits\": %" PRIu64 ", \"plan_misses\": %" PRIu64
 	       ", \"plan_dropped\": %s, \"dynamic_allocs\": %" PRIu64
 	       ", \"driver_calls\": %" PRIu64 ", \"replay_ms\": %.3f}\n",
@@ -706,6 +817,17 @@ static void print_summary(const struct replay *r, const struct result *res)
 	human(res->peak_res, h, sizeof(h));
 	printf("%-16s %14" PRIu64 " B  (%s)\n", "peak reserved", res->peak_res,
 	       h);
+	if (r->torch.have_peak) {
+		human(r->torch.reserved_peak, h, sizeof(h));
+		printf("%-16s %14" PRIu64 " B  (%s, recorded, %s, %s)\n",
+		       "torch reserved", r->torch.reserved_peak, h,
+		       r->torch.allocator, r->torch.source);
+		if (torch_comparable(r))
+			printf("%-16s %+13.2f %%\n", "model vs torch",
+			       100.0 * ((double)res->peak_res /
+					        (double)r->torch.reserved_peak -
+					1.0));
+	}
 	printf("%-16s %14.4f\n", "fragmentation", frag(res));
 	printf("%-16s %14.4f\n", "utilisation", util(res));
 	printf("%-16s %14" PRIu64 "\n", "plan hits", res->hits);
@@ -868,6 +990,7 @@ static int setup(struct replay *r)
 		fprintf(stderr, "stalloc-replay: %s\n", stalloc_last_error());
 		return 2;
 	}
+	read_torch_comment(r);
 	err = prescan(r);
 	if (err)
 		return err;
