@@ -7,6 +7,7 @@
  *                  [--json] [--addr-log FILE] [--granularity BYTES]
  *                  [--capacity BYTES] [--max-split-size BYTES]
  *                  [--cache-limit BYTES] [--hold] TRACE
+ *   stalloc-replay --compare [stalloc-import options] RECORD
  *
  * The trace's events are replayed in order, one device allocator per dev=
  * key.  stalloc and off run the real libstalloc (public API only) on the
@@ -16,6 +17,10 @@
  * equal, so one search finds it), and --addr-log writes them for an
  * independent check.  Peak requested bytes come from the trace itself, so
  * every policy is measured against the same figure.
+ *
+ * --compare hands over to stalloc-import (found beside this program, else
+ * in PATH), which imports a PyTorch snapshot or profiler trace, replays it
+ * under every policy with this program and prints one table.
  *
  * Exit: 0 replayed; 1 two live blocks overlapped, an allocation failed or
  * a free was refused; 2 usage or bad input (an unknown policy, a missing
@@ -59,6 +64,7 @@ static const char usage[] =
 	"                      [--granularity BYTES] [--capacity BYTES]\n"
 	"                      [--max-split-size BYTES] [--cache-limit BYTES]\n"
 	"                      [--hold] TRACE\n"
+	"       stalloc-replay --compare [--device N] RECORD\n"
 	"\n"
 	"Replay TRACE's allocations and frees in order and report the peak\n"
 	"bytes requested and reserved, fragmentation and plan hits.\n"
@@ -82,6 +88,10 @@ static const char usage[] =
 	"                          max_split_size_mb, in bytes (> 20M)\n"
 	"  -H, --hold              stay alive after the replay until SIGINT\n"
 	"                          or SIGTERM (stats stay queryable)\n"
+	"      --compare           RECORD (a PyTorch snapshot pickle or\n"
+	"                          profiler trace, or a trace): peak requested\n"
+	"                          and reserved under caching, expandable,\n"
+	"                          off and stalloc (runs stalloc-import)\n"
 	"  -h, --help              this text\n"
 	"\n"
 	"Sizes take K, M, G, T suffixes.  Exit status: 0 replayed, 1 overlap\n"
@@ -942,6 +952,46 @@ static int parse_args(int argc, char **argv, struct args *a)
 	return 0;
 }
 
+/*
+ * --compare: exec stalloc-import --compare with the other arguments,
+ * telling it to replay with this very program.
+ */
+static int run_compare(int argc, char **argv)
+{
+	static char prog[] = "stalloc-import", opt[] = "--compare";
+	char self[4096], tool[4096 + 32], *slash;
+	char **args = calloc((size_t)argc + 2, sizeof(*args));
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	int i, k = 0;
+
+	if (!args) {
+		fputs("stalloc-replay: out of host memory\n", stderr);
+		return 1;
+	}
+	args[k++] = prog;
+	args[k++] = opt;
+	for (i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--compare"))
+			args[k++] = argv[i];
+	args[k] = NULL;
+	if (n > 0) {
+		self[n] = '\0';
+		setenv("STALLOC_REPLAY", self, 0);
+		slash = strrchr(self, '/');
+		if (slash) {
+			*slash = '\0';
+			snprintf(tool, sizeof(tool), "%s/stalloc-import", self);
+			if (!access(tool, X_OK))
+				execv(tool, args);
+		}
+	}
+	execvp("stalloc-import", args);
+	fprintf(stderr, "stalloc-replay: --compare needs stalloc-import: %s\n",
+		strerror(errno));
+	free(args);
+	return 2;
+}
+
 static void hold(void)
 {
 	sigset_t set;
@@ -1007,8 +1057,12 @@ int main(int argc, char **argv)
 	struct args a = { 0 };
 	struct replay r = { .a = &a };
 	struct result res;
-	int rc = parse_args(argc, argv, &a);
+	int rc, i;
 
+	for (i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--compare"))
+			return run_compare(argc, argv);
+	rc = parse_args(argc, argv, &a);
 	if (rc)
 		return rc;
 	if (a.hold)

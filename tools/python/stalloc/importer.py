@@ -628,29 +628,29 @@ def compare(trace_path, label, out=sys.stdout):
     res = {p: replay(trace_path, p) for p in POLICIES}
     base = res["caching"]["peak_reserved_bytes"]
     print("%s" % label, file=out)
-    print("%-11s %14s %14s %8s %12s" % ("policy", "requested GiB",
+    print("%-11s %14s %14s %8s %14s" % ("policy", "requested GiB",
                                         "reserved GiB", "frag",
-                                        "saved GiB"), file=out)
+                                        "vs caching GiB"), file=out)
     for p in POLICIES:
         r = res[p]
-        print("%-11s %14.3f %14.3f %8.4f %+12.3f"
+        print("%-11s %14.3f %14.3f %8.4f %+14.3f"
               % (p, _gib(r["peak_requested_bytes"]),
                  _gib(r["peak_reserved_bytes"]), r["fragmentation"],
                  _gib(base - r["peak_reserved_bytes"])), file=out)
+    print("vs caching: the caching model's reserved peak minus the "
+          "policy's (positive: memory saved)", file=out)
     torch_peak = res["caching"].get("torch_reserved_peak_bytes")
     if torch_peak:
-        print("%-11s %14s %14.3f %8s %+12.3f   (recorded, %s)"
-              % ("torch", "", _gib(torch_peak), "",
-                 _gib(torch_peak - res["stalloc"]["peak_reserved_bytes"]),
-                 res["caching"].get("torch_allocator", "caching")),
-              file=out)
-    print("saved: the caching model's reserved peak minus each policy's "
-          "(positive: less memory)", file=out)
+        st = res["stalloc"]["peak_reserved_bytes"]
+        alloc = res["caching"].get("torch_allocator", "caching")
+        print("recorded:   PyTorch (%s) reserved %.3f GiB at its peak; "
+              "the %s model %+.2f%% of that; stalloc %.3f GiB less "
+              "(%.1f%%)"
+              % (alloc, _gib(torch_peak), alloc,
+                 100.0 * (res[alloc]["peak_reserved_bytes"] / torch_peak
+                          - 1), _gib(torch_peak - st),
+                 100.0 * (torch_peak - st) / torch_peak), file=out)
     return res
-
-
-def _block_state(alive):
-    return "active_allocated" if alive else "inactive"
 
 
 def export_snapshot(trace_text, policy, out_path):
