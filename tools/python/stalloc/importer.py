@@ -135,6 +135,9 @@ class Trace:
         self.live = self.peak = 0
         self.torch = {}  # the "# torch:" comment
         self.notes = []  # said on stderr
+        self.frames = {}  # allocation ID -> stack frames, for export
+        self.free_frames = {}  # allocation ID -> its free's frames
+        self.pre_existing = 0
 
     def alloc(self, size, stream, ns=None):
         i = self.next_id
@@ -226,6 +229,12 @@ def _settings(data, tr):
     st = data.get("allocator_settings")
     if not isinstance(st, dict):
         return
+    if "stalloc_policy" in st:
+        tr.notes.append("written by stalloc-import --export-snapshot "
+                        "(policy %s): its segments are address ranges, "
+                        "not a recorded reserved peak" % st["stalloc_policy"])
+        tr.exported = True
+        return
     ms = st.get("max_split_size")
     if isinstance(ms, int) and not isinstance(ms, bool) and \
             0 < ms < (1 << 63):
@@ -311,6 +320,7 @@ def import_snapshot(data, path, device=None, free="completed",
         else:
             raise ImportFailure("%s: unknown action '%s'" % (where, act))
     pre_addrs = set(a for a, _, _ in pre)
+    block_frames = {}
     for s in segments:
         for b in s.get("blocks") or ():
             if not isinstance(b, dict):
@@ -328,9 +338,11 @@ def import_snapshot(data, path, device=None, free="completed",
                                     "integer address and size" % path)
             pre.append((a, size, s.get("stream", 0) or 0))
             pre_addrs.add(a)
+            if isinstance(b.get("frames"), list):
+                block_frames[a] = b["frames"]
 
     # The real allocator's reserved bytes.
-    if segments:
+    if segments and not getattr(tr, "exported", False):
         final = sum(_int(s.get("total_size", 0), path + ": segments",
                          "total_size") for s in segments)
         if seg_events:
@@ -356,6 +368,8 @@ def import_snapshot(data, path, device=None, free="completed",
     ids = {}
     for a, size, stream in sorted(pre):
         ids[a] = (tr.alloc(size, stream), size)
+        if a in block_frames:
+            tr.frames[ids[a][0]] = block_frames[a]
     in_run = False
     seg_free_run = False
     for e in events:
@@ -370,8 +384,13 @@ def import_snapshot(data, path, device=None, free="completed",
             if not e["size"]:
                 continue
             seg_free_run = False
+            fr = e.get("frames")
             if qualifies is not None:
-                q = qualifies(e.get("frames"))
+                # a free that carries its allocation's stack (context
+                # recorded as "state") says nothing of where it is
+                q = qualifies(fr) and (act == "alloc" or (
+                    e["addr"] in ids and fr != tr.frames.get(
+                        ids[e["addr"]][0])))
                 if in_run and not q:
                     tr.mark("iteration")
                 in_run = q
@@ -381,11 +400,15 @@ def import_snapshot(data, path, device=None, free="completed",
             if not isinstance(stream, int) or stream < 0:
                 stream = 0
             if act == "alloc":
-                ids[e["addr"]] = (tr.alloc(e["size"], stream, ns),
-                                  e["size"])
+                i = tr.alloc(e["size"], stream, ns)
+                ids[e["addr"]] = (i, e["size"])
+                if fr:
+                    tr.frames[i] = fr
             else:
                 i, size = ids.pop(e["addr"])
                 tr.free(i, size, stream, ns)
+                if fr:
+                    tr.free_frames[i] = fr
         elif act in ("oom", "snapshot"):
             tr.mark(act)
     if not tr.allocs:
@@ -653,8 +676,21 @@ def compare(trace_path, label, out=sys.stdout):
     return res
 
 
-def export_snapshot(trace_text, policy, out_path):
-    """Replay under @policy; write PyTorch's snapshot layout."""
+def _trace_id(s):
+    return int(s, 16) if s[:2] in ("0x", "0X") else int(s)
+
+
+def export_snapshot(trace_text, policy, out_path, frames=None,
+                    free_frames=None):
+    """Replay under @policy; write PyTorch's snapshot layout.
+
+    @frames maps allocation IDs to the stack frames the record gave them
+    (an imported snapshot), so the viewer shows where each block came
+    from.  Segments are the address ranges the replay handed out, merged
+    where they touch: every block lies in one, and blocks tile them.
+    """
+    frames = frames or {}
+    free_frames = free_frames or {}
     with tempfile.TemporaryDirectory(prefix="stalloc-export-") as d:
         tpath = os.path.join(d, "in.trace")
         lpath = os.path.join(d, "addr.log")
@@ -683,19 +719,21 @@ def export_snapshot(trace_text, policy, out_path):
             if addr == "-":
                 continue
             addr, size = int(addr, 16), int(size)
-            live[f[2]] = (addr, size, stream)
+            fr = frames.get(_trace_id(f[2]), [])
+            live[f[2]] = (addr, size, stream, fr)
             extents.append((addr, addr + size))
             trace.append({"action": "alloc", "addr": addr, "size": size,
                           "stream": stream, "time_us": ns // 1000,
-                          "frames": []})
+                          "frames": fr})
         else:
             b = live.pop(f[2], None)
             if b is None:
                 continue
+            fr = free_frames.get(_trace_id(f[2]), b[3])
             for act in ("free_requested", "free_completed"):
                 trace.append({"action": act, "addr": b[0], "size": b[1],
                               "stream": stream, "time_us": ns // 1000,
-                              "frames": []})
+                              "frames": fr})
     # Segments: the address ranges the replay handed out, merged.
     extents.sort()
     merged = []
@@ -704,7 +742,7 @@ def export_snapshot(trace_text, policy, out_path):
             merged[-1][1] = max(merged[-1][1], e)
         else:
             merged.append([s, e])
-    ends = sorted(live.values())
+    ends = sorted(live.values(), key=lambda b: b[0])
     segments = []
     j = 0
     for s, e in merged:
@@ -713,14 +751,14 @@ def export_snapshot(trace_text, policy, out_path):
         alloc = 0
         stream = 0
         while j < len(ends) and ends[j][0] < e:
-            a, size, stream = ends[j]
+            a, size, stream, fr = ends[j]
             if a > pos:
                 blocks.append({"address": pos, "size": a - pos,
                                "requested_size": 0, "state": "inactive",
                                "frames": []})
             blocks.append({"address": a, "size": size,
                            "requested_size": size,
-                           "state": "active_allocated", "frames": []})
+                           "state": "active_allocated", "frames": fr})
             alloc += size
             pos = max(pos, a + size)
             j += 1
@@ -808,8 +846,10 @@ def main(argv=None):
                 if args.compare:
                     compare(tpath, args.input)
                 if args.export_snapshot:
-                    res, snap = export_snapshot(text, args.policy,
-                                                args.export_snapshot)
+                    res, snap = export_snapshot(
+                        text, args.policy, args.export_snapshot,
+                        None if isinstance(tr, str) else tr.frames,
+                        None if isinstance(tr, str) else tr.free_frames)
                     if not args.quiet:
                         print("stalloc-import: %s: %s replay written, %d "
                               "events, %d segments, peak reserved %.3f GiB"
