@@ -53,17 +53,20 @@ class ImportFailure(Exception):
 
 # ------------------------------------------------------------------ loading
 
+class _Refused(pickle.UnpicklingError):
+    """A pickle that asks for more than plain data."""
+
+
 class _PlainUnpickler(pickle.Unpickler):
     """Builds dicts, lists, tuples, sets, strings, bytes and numbers only."""
 
     def find_class(self, module, name):
-        raise pickle.UnpicklingError(
+        raise _Refused(
             "the pickle names a class (%s.%s): not a memory snapshot, "
             "refused (only plain data is loaded)" % (module, name))
 
     def persistent_load(self, pid):
-        raise pickle.UnpicklingError(
-            "the pickle holds a persistent reference: refused")
+        raise _Refused("the pickle holds a persistent reference: refused")
 
 
 def _read(path):
@@ -88,9 +91,9 @@ def load(path):
     if raw[:1] == b"\x80":
         try:
             data = _PlainUnpickler(io.BytesIO(raw)).load()
-        except pickle.UnpicklingError as e:
+        except _Refused as e:
             raise ImportFailure("%s: %s" % (path, e))
-        except (EOFError, ValueError, TypeError, IndexError, KeyError,
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError,
                 AttributeError, MemoryError, RecursionError) as e:
             raise ImportFailure("%s: not a readable pickle (%s)"
                                 % (path, e or type(e).__name__))
@@ -278,6 +281,28 @@ def import_snapshot(data, path, device=None, free="completed",
     skip = "free_requested" if free == "completed" else "free_completed"
     qualifies = _frame_matcher(iteration_frame) if iteration_frame else None
 
+    # Address ranges the allocator held: a block freed without having
+    # been allocated in the trace must lie in one (else it is unknown).
+    ranges = []
+    for s in segments:
+        a, size = s.get("address"), s.get("total_size")
+        if isinstance(a, int) and isinstance(size, int):
+            ranges.append((a, a + size))
+    for e in events:
+        if isinstance(e, dict) and e.get("action") in SEG_DELTA and \
+                isinstance(e.get("addr"), int) and \
+                isinstance(e.get("size"), int):
+            ranges.append((e["addr"], e["addr"] + e["size"]))
+    ranges.sort()
+    starts = [r[0] for r in ranges]
+    reach = []  # the furthest end among ranges[0..i]
+    for r in ranges:
+        reach.append(max(r[1], reach[-1]) if reach else r[1])
+
+    def in_segment(addr):
+        i = bisect.bisect_right(starts, addr) - 1
+        return i >= 0 and reach[i] > addr
+
     # Pass 1: check every event; find the blocks live before the first.
     live = {}
     pre = []  # (address, size, stream) freed but never allocated
@@ -309,6 +334,11 @@ def import_snapshot(data, path, device=None, free="completed",
             if e["size"] == 0:
                 continue
             if live.pop(e["addr"], None) is None:
+                if not in_segment(e["addr"]):
+                    raise ImportFailure(
+                        "%s (%s): free of unknown block 0x%x: not "
+                        "allocated before in the trace, and in no segment "
+                        "of the snapshot" % (where, act, e["addr"]))
                 pre.append((e["addr"], e["size"], e.get("stream", 0) or 0))
         elif act in SEG_DELTA:
             seg_net += SEG_DELTA[act] * e["size"]
@@ -478,6 +508,7 @@ def import_profiler(data, path, device=None):
     live_addr = {}
     live_size = {}
     pre = []  # sizes freed without an allocation in the window
+    first_unknown = None
     first_total = None
     net = 0  # bytes of the window's events so far
     for ts, n, _, args in mem:
@@ -493,13 +524,14 @@ def import_profiler(data, path, device=None):
             else:
                 live_size[b] = live_size.get(b, 0) + 1
         elif b < 0:
-            if a is not None:
-                if live_addr.pop(a, None) is None:
-                    pre.append(-b)
-            elif live_size.get(-b):
+            if a is not None and live_addr.pop(a, None) is not None:
+                continue
+            if a is None and live_size.get(-b):
                 live_size[-b] -= 1
-            else:
-                pre.append(-b)
+                continue
+            pre.append(-b)
+            if first_unknown is None:
+                first_unknown = n
     # Live before the window: Total Allocated at the first event that
     # gives it, less the window's bytes up to there; the blocks freed in
     # the window without an allocation in it are part of that.
@@ -508,10 +540,16 @@ def import_profiler(data, path, device=None):
         total, net = first_total
         extra = total - net - sum(pre)
         if extra < 0:
-            tr.notes.append("frees of blocks from before the window add "
-                            "up to more than Total Allocated says was "
-                            "live: no pre-window allocation")
-            extra = 0
+            raise ImportFailure(
+                "%s: traceEvents[%d] ([memory]): free of unknown block: "
+                "the window frees %d bytes it never allocated, but Total "
+                "Allocated says %d were live before it"
+                % (path, first_unknown, sum(pre), total - net))
+    elif pre:
+        tr.notes.append("%d frees without an allocation in the window "
+                        "(first: traceEvents[%d]) and no Total Allocated: "
+                        "taken as blocks live before the window"
+                        % (len(pre), first_unknown))
     # Pass 2: the trace.
     pre_ids = {}
     if extra:
