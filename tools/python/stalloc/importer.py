@@ -188,23 +188,39 @@ def _int(v, where, what):
 
 
 def _frame_matcher(regex):
-    pat = re.compile(regex)
-    cache = {}
+    """A predicate on stack frames: does a frame's function match?
 
-    def qualifies(frames):
-        if not frames:
-            return False
+    Snapshots share frame dicts between events (pickle's memo), so a
+    stack is known by the identities of its frames: each distinct stack
+    is searched once.  The record stays alive while this is used.
+    """
+    pat = re.compile(regex)
+    by_name = {}
+    by_stack = {}
+    by_list = {}  # events may share a frames list too
+
+    def search(frames):
         for fr in frames:
-            if not isinstance(fr, dict):
-                continue
-            name = fr.get("name")
-            hit = cache.get(name)
+            name = fr.get("name") if isinstance(fr, dict) else None
+            hit = by_name.get(name)
             if hit is None:
-                hit = cache[name] = bool(
+                hit = by_name[name] = bool(
                     isinstance(name, str) and pat.search(name))
             if hit:
                 return True
         return False
+
+    def qualifies(frames):
+        if not frames or type(frames) is not list:
+            return False
+        hit = by_list.get(id(frames))
+        if hit is None:
+            key = tuple(map(id, frames))
+            hit = by_stack.get(key)
+            if hit is None:
+                hit = by_stack[key] = search(frames)
+            by_list[id(frames)] = hit
+        return hit
     return qualifies
 
 
@@ -255,6 +271,31 @@ def _settings(data, tr):
                         "modelled by stalloc-replay")
 
 
+def _where(path, dev, n):
+    return "%s: device_traces[%d][%d]" % (path, dev, n)
+
+
+def _bad_event(path, dev, n, e):
+    """Raise the error that event @n of device @dev deserves."""
+    where = _where(path, dev, n)
+    if not isinstance(e, dict):
+        raise ImportFailure("%s: not a dict" % where)
+    act = e.get("action")
+    if not isinstance(act, str):
+        raise ImportFailure("%s: missing or bad 'action'" % where)
+    if act not in ("alloc", "free", "free_requested", "free_completed",
+                   "snapshot", "oom", "segment_free_all") and \
+            act not in SEG_DELTA:
+        raise ImportFailure("%s: unknown action '%s'" % (where, act))
+    for k in ("addr", "size"):
+        if k not in e:
+            raise ImportFailure("%s (%s): missing key '%s'"
+                                % (where, act, k))
+        _int(e[k], "%s (%s)" % (where, act), k)
+    raise ImportFailure("%s (%s): negative size %d"
+                        % (where, act, e["size"]))
+
+
 def import_snapshot(data, path, device=None, free="completed",
                     iteration_frame=DEFAULT_ITERATION_FRAME):
     traces = data.get("device_traces")
@@ -281,6 +322,45 @@ def import_snapshot(data, path, device=None, free="completed",
     skip = "free_requested" if free == "completed" else "free_completed"
     qualifies = _frame_matcher(iteration_frame) if iteration_frame else None
 
+    # Pass 1: check every event; find the blocks live before the first.
+    live = {}
+    pre = []  # (address, size, stream) freed but never allocated
+    unknown = []  # their events' indices, checked against the segments
+    seg_ranges = []
+    seg_net = 0
+    seg_events = 0
+    frees = (free_action, "free")
+    checked = frees + ("alloc", skip) + tuple(SEG_DELTA)
+    for n, e in enumerate(events):
+        act = e.get("action") if type(e) is dict else None
+        if act in checked:
+            addr = e.get("addr")
+            size = e.get("size")
+            if type(addr) is not int or type(size) is not int or size < 0:
+                _bad_event(path, dev, n, e)
+        if act == "alloc":
+            if not size:
+                continue
+            if addr in live:
+                raise ImportFailure(
+                    "%s (alloc): address 0x%x is allocated twice without "
+                    "a %s between" % (_where(path, dev, n), addr,
+                                      free_action))
+            live[addr] = size
+        elif act in frees:
+            if not size:
+                continue
+            if live.pop(addr, None) is None:
+                pre.append((addr, size, e.get("stream", 0) or 0))
+                unknown.append(n)
+        elif act in SEG_DELTA:
+            seg_net += SEG_DELTA[act] * size
+            seg_events += 1
+            seg_ranges.append((addr, addr + size))
+        elif act in (skip, "snapshot", "oom", "segment_free_all"):
+            pass
+        else:
+            _bad_event(path, dev, n, e)
     # Address ranges the allocator held: a block freed without having
     # been allocated in the trace must lie in one (else it is unknown).
     ranges = []
@@ -288,11 +368,7 @@ def import_snapshot(data, path, device=None, free="completed",
         a, size = s.get("address"), s.get("total_size")
         if isinstance(a, int) and isinstance(size, int):
             ranges.append((a, a + size))
-    for e in events:
-        if isinstance(e, dict) and e.get("action") in SEG_DELTA and \
-                isinstance(e.get("addr"), int) and \
-                isinstance(e.get("size"), int):
-            ranges.append((e["addr"], e["addr"] + e["size"]))
+    ranges += seg_ranges
     ranges.sort()
     starts = [r[0] for r in ranges]
     reach = []  # the furthest end among ranges[0..i]
@@ -303,52 +379,12 @@ def import_snapshot(data, path, device=None, free="completed",
         i = bisect.bisect_right(starts, addr) - 1
         return i >= 0 and reach[i] > addr
 
-    # Pass 1: check every event; find the blocks live before the first.
-    live = {}
-    pre = []  # (address, size, stream) freed but never allocated
-    seg_net = 0
-    seg_events = 0
-    for n, e in enumerate(events):
-        where = "%s: device_traces[%d][%d]" % (path, dev, n)
-        if not isinstance(e, dict):
-            raise ImportFailure("%s: not a dict" % where)
-        act = e.get("action")
-        if act in ("alloc", free_action, "free", skip) or act in SEG_DELTA:
-            for k in ("addr", "size"):
-                if k not in e:
-                    raise ImportFailure("%s (%s): missing key '%s'"
-                                        % (where, act, k))
-                _int(e[k], where, k)
-            if e["size"] < 0:
-                raise ImportFailure("%s (%s): negative size %d"
-                                    % (where, act, e["size"]))
-        if act == "alloc":
-            if e["size"] == 0:
-                continue
-            if e["addr"] in live:
-                raise ImportFailure(
-                    "%s (alloc): address 0x%x is allocated twice without "
-                    "a %s between" % (where, e["addr"], free_action))
-            live[e["addr"]] = e["size"]
-        elif act == free_action or act == "free":
-            if e["size"] == 0:
-                continue
-            if live.pop(e["addr"], None) is None:
-                if not in_segment(e["addr"]):
-                    raise ImportFailure(
-                        "%s (%s): free of unknown block 0x%x: not "
-                        "allocated before in the trace, and in no segment "
-                        "of the snapshot" % (where, act, e["addr"]))
-                pre.append((e["addr"], e["size"], e.get("stream", 0) or 0))
-        elif act in SEG_DELTA:
-            seg_net += SEG_DELTA[act] * e["size"]
-            seg_events += 1
-        elif act in (skip, "snapshot", "oom", "segment_free_all"):
-            pass
-        elif not isinstance(act, str):
-            raise ImportFailure("%s: missing or bad 'action'" % where)
-        else:
-            raise ImportFailure("%s: unknown action '%s'" % (where, act))
+    for (addr, _, _), n in zip(pre, unknown):
+        if not in_segment(addr):
+            raise ImportFailure(
+                "%s (%s): free of unknown block 0x%x: not allocated before "
+                "in the trace, and in no segment of the snapshot"
+                % (_where(path, dev, n), events[n]["action"], addr))
     pre_addrs = set(a for a, _, _ in pre)
     block_frames = {}
     for s in segments:
@@ -402,16 +438,19 @@ def import_snapshot(data, path, device=None, free="completed",
             tr.frames[ids[a][0]] = block_frames[a]
     in_run = False
     seg_free_run = False
+    alloc, free_, mark = tr.alloc, tr.free, tr.mark
+    frames, free_frames = tr.frames, tr.free_frames
     for e in events:
         act = e["action"]
         if act in SEG_DELTA or act == "segment_free_all":
             if act in ("segment_free", "segment_unmap") and \
                     not seg_free_run:
-                tr.mark("empty_cache")
+                mark("empty_cache")
                 seg_free_run = True
             continue
-        if act == "alloc" or act == free_action or act == "free":
-            if not e["size"]:
+        if act == "alloc" or act in frees:
+            size = e["size"]
+            if not size:
                 continue
             seg_free_run = False
             fr = e.get("frames")
@@ -419,28 +458,28 @@ def import_snapshot(data, path, device=None, free="completed",
                 # a free that carries its allocation's stack (context
                 # recorded as "state") says nothing of where it is
                 q = qualifies(fr) and (act == "alloc" or (
-                    e["addr"] in ids and fr != tr.frames.get(
+                    e["addr"] in ids and fr != frames.get(
                         ids[e["addr"]][0])))
                 if in_run and not q:
-                    tr.mark("iteration")
+                    mark("iteration")
                 in_run = q
             t = e.get("time_us")
-            ns = t * 1000 if isinstance(t, int) and t >= 0 else None
-            stream = e.get("stream", 0) or 0
-            if not isinstance(stream, int) or stream < 0:
+            ns = t * 1000 if type(t) is int and t >= 0 else None
+            stream = e.get("stream", 0)
+            if type(stream) is not int or stream < 0:
                 stream = 0
             if act == "alloc":
-                i = tr.alloc(e["size"], stream, ns)
-                ids[e["addr"]] = (i, e["size"])
+                i = alloc(size, stream, ns)
+                ids[e["addr"]] = (i, size)
                 if fr:
-                    tr.frames[i] = fr
+                    frames[i] = fr
             else:
                 i, size = ids.pop(e["addr"])
-                tr.free(i, size, stream, ns)
+                free_(i, size, stream, ns)
                 if fr:
-                    tr.free_frames[i] = fr
+                    free_frames[i] = fr
         elif act in ("oom", "snapshot"):
-            tr.mark(act)
+            mark(act)
     if not tr.allocs:
         raise ImportFailure("%s: device %d: no allocation to import"
                             % (path, dev))
