@@ -509,18 +509,17 @@ static void read_torch_comment(struct replay *r)
 	FILE *f = fopen(r->a->trace, "r");
 	char *line = NULL, *tok, *save;
 	size_t cap = 0;
-	ssize_t len;
 
 	snprintf(t->allocator, sizeof(t->allocator), "caching");
 	if (!f)
 		return;
-	while ((len = getline(&line, &cap, f)) > 0) {
+	while (getline(&line, &cap, f) > 0) {
 		line[strcspn(line, "\r\n")] = '\0';
 		if (!strncmp(line, "stalloc-trace", 13) || !line[0])
 			continue;
 		if (line[0] != '#')
 			break;
-		if (strncmp(line, "# torch:", 8))
+		if (strncmp(line, "# torch:", 8) != 0)
 			continue;
 		for (tok = strtok_r(line + 8, " \t", &save); tok;
 		     tok = strtok_r(NULL, " \t", &save))
@@ -835,7 +834,7 @@ static void print_summary(const struct replay *r, const struct result *res)
 		if (torch_comparable(r))
 			printf("%-16s %+13.2f %%\n", "model vs torch",
 			       100.0 * ((double)res->peak_res /
-					        (double)r->torch.reserved_peak -
+						(double)r->torch.reserved_peak -
 					1.0));
 	}
 	printf("%-16s %14.4f\n", "fragmentation", frag(res));
@@ -971,7 +970,7 @@ static int run_compare(int argc, char **argv)
 	args[k++] = prog;
 	args[k++] = opt;
 	for (i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--compare"))
+		if (strcmp(argv[i], "--compare") != 0)
 			args[k++] = argv[i];
 	args[k] = NULL;
 	if (n > 0) {
