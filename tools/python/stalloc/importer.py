@@ -170,7 +170,7 @@ class Trace:
     def text(self):
         out = [TRACE_HEADER,
                "# stalloc-import: source=%s format=%s device=%d"
-               % (os.path.basename(self.source).replace(" ", "_"),
+               % (re.sub(r"\s", "_", os.path.basename(self.source)) or "-",
                   self.fmt, self.device)]
         if self.torch:
             out.append("# torch: " + " ".join(
