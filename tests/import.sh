@@ -28,7 +28,7 @@ $(ls bench/results/*/*.snapshot.pickle.gz 2>/dev/null | head -2)"
 snaps=$(echo "$snaps" | grep .)
 kineto=$real/kineto-resnet50-v100.pt.trace.json.gz
 ns=$(echo "$snaps" | wc -l)
-echo "1..$((ns * 3 + 37))"
+echo "1..$((ns * 3 + 40))"
 
 field() { # field JSON NAME
 	python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"
@@ -50,6 +50,22 @@ for s in $snaps; do
 	python3 -c "import sys; sys.exit(not abs(float('$d')) <= 0.01)" 2>/dev/null
 	ok $? "$name: caching model within 1% of the recorded reserved peak ($d)"
 done
+
+# Options on the first snapshot.
+s1=$(echo "$snaps" | head -1)
+n1=$(grep -c "^m .* iteration" "$tmp/$(basename "$s1").trace")
+"$I" -q --iteration-frame '' "$s1" >"$tmp/nm.trace" &&
+	"$I" -q --iteration-frame '^no_such_function$' "$s1" >"$tmp/nm2.trace" &&
+	[ "$n1" -gt 0 ] && ! grep -q "^m .* iteration" "$tmp/nm.trace" &&
+	! grep -q "^m .* iteration" "$tmp/nm2.trace"
+ok $? "iteration markers from the optimizer's frames ($n1), none when no frame qualifies"
+"$I" -q --free requested "$s1" >"$tmp/req.trace" &&
+	[ "$(grep -c '^a' "$tmp/req.trace")" = \
+		"$(grep -c '^a' "$tmp/$(basename "$s1").trace")" ] &&
+	"$R" --policy caching "$tmp/req.trace" >/dev/null
+ok $? "--free requested: the same allocations, replayable"
+grep -q "^a .* stream=0x[0-9a-f]* dev=0 ns=[0-9]*$" "$tmp/$(basename "$s1").trace"
+ok $? "stream, device and time carried into the trace's keys"
 
 # The profiler trace: no addresses, no Total Allocated.
 "$I" -o "$tmp/k.trace" "$kineto" 2>"$tmp/err"
@@ -118,7 +134,6 @@ ok $? "--max-split-size overrides the snapshot's"
 ok $? "expandable_segments: compared under the expandable model only"
 
 # Export: what the viewer reads, and back again.
-s1=$(echo "$snaps" | head -1)
 "$I" -q -o "$tmp/o.trace" "$s1"
 for p in stalloc caching expandable off; do
 	"$I" -q --policy $p --export-snapshot "$tmp/e.$p.pickle" "$s1" &&
