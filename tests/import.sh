@@ -28,7 +28,7 @@ $(ls bench/results/*/*.snapshot.pickle.gz 2>/dev/null | head -2)"
 snaps=$(echo "$snaps" | grep .)
 kineto=$real/kineto-resnet50-v100.pt.trace.json.gz
 ns=$(echo "$snaps" | wc -l)
-echo "1..$((ns * 3 + 40))"
+echo "1..$((ns * 3 + 42))"
 
 field() { # field JSON NAME
 	python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"
@@ -143,6 +143,16 @@ for p in stalloc caching expandable off; do
 		python3 $C roundtrip "$tmp/o.trace" "$tmp/rt.trace" >/dev/null
 	ok $? "export $p: imports back to the same allocations and peak"
 done
+j=$("$R" --policy caching --json "$tmp/o.trace")
+python3 - "$tmp/e.caching.pickle" "$(field "$j" peak_reserved_bytes)" <<'PY'
+import pickle, sys
+d = pickle.load(open(sys.argv[1], "rb"))
+sys.exit(sum(s["total_size"] for s in d["segments"]) != int(sys.argv[2]))
+PY
+ok $? "export caching: the model's segments, adding up to its reserved bytes"
+"$R" --policy stalloc --segment-log "$tmp/seg" "$tmp/o.trace" >/dev/null 2>&1
+[ $? = 2 ]
+ok $? "--segment-log with libstalloc's policies: usage, exit 2"
 "$I" -q --export-snapshot "$tmp/e.trace.pickle" "$tmp/k.trace" &&
 	python3 $C viewer "$tmp/e.trace.pickle" >/dev/null
 ok $? "export from a stalloc trace"

@@ -4,7 +4,8 @@
  * PyTorch's allocator, and compare what each holds
  *
  *   stalloc-replay [--policy stalloc|off|caching|expandable] [--plan PLAN]
- *                  [--json] [--addr-log FILE] [--granularity BYTES]
+ *                  [--json] [--addr-log FILE] [--segment-log FILE]
+ *                  [--granularity BYTES]
  *                  [--capacity BYTES] [--max-split-size BYTES]
  *                  [--cache-limit BYTES] [--hold] TRACE
  *   stalloc-replay --compare [stalloc-import options] RECORD
@@ -78,6 +79,8 @@ static const char usage[] =
 	"                          TRACE in-process into a temporary file)\n"
 	"  -j, --json              print one JSON object\n"
 	"  -a, --addr-log FILE     write \"ID ADDRESS SIZE\" per allocation\n"
+	"  -S, --segment-log FILE  caching/expandable: write \"BASE SIZE\" per\n"
+	"                          segment the model holds at the end\n"
 	"  -g, --granularity B     stalloc/off: physical chunk size\n"
 	"  -l, --cache-limit B     stalloc/off: STALLOC_CACHE_LIMIT (give the\n"
 	"                          cache back past B bytes)\n"
@@ -110,7 +113,7 @@ struct torch_rec {
 };
 
 struct args {
-	const char *trace, *plan, *addr_log;
+	const char *trace, *plan, *addr_log, *seg_log;
 	int policy;
 	bool json, hold;
 	uint64_t granularity, capacity, max_split;
@@ -857,6 +860,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "plan", required_argument, NULL, 'P' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "addr-log", required_argument, NULL, 'a' },
+		{ "segment-log", required_argument, NULL, 'S' },
 		{ "granularity", required_argument, NULL, 'g' },
 		{ "capacity", required_argument, NULL, 'c' },
 		{ "max-split-size", required_argument, NULL, 's' },
@@ -869,8 +873,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 	int c, i;
 
 	a->policy = P_STALLOC;
-	while ((c = getopt_long(argc, argv, "p:P:ja:g:c:s:l:Hh", opts, NULL)) !=
-	       -1) {
+	while ((c = getopt_long(argc, argv, "p:P:ja:S:g:c:s:l:Hh", opts,
+				NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			for (i = 0; i < NR_POLICIES; i++)
@@ -890,6 +894,9 @@ static int parse_args(int argc, char **argv, struct args *a)
 			break;
 		case 'a':
 			a->addr_log = optarg;
+			break;
+		case 'S':
+			a->seg_log = optarg;
 			break;
 		case 'g':
 			if (!parse_size(optarg, &a->granularity) ||
@@ -941,6 +948,10 @@ static int parse_args(int argc, char **argv, struct args *a)
 		return bad_usage("--max-split-size applies to the caching and "
 				 "expandable models only",
 				 NULL);
+	if (a->seg_log && (a->policy == P_STALLOC || a->policy == P_OFF))
+		return bad_usage("--segment-log applies to the caching and "
+				 "expandable models only",
+				 NULL);
 	if (a->cache_limit && a->policy != P_STALLOC && a->policy != P_OFF)
 		return bad_usage(
 			"--cache-limit applies to stalloc and off only", NULL);
@@ -989,6 +1000,33 @@ static int run_compare(int argc, char **argv)
 		strerror(errno));
 	free(args);
 	return 2;
+}
+
+static void log_segment(void *arg, uint64_t base, uint64_t size)
+{
+	fprintf(arg, "0x%" PRIx64 " %" PRIu64 "\n", base, size);
+}
+
+/* --segment-log: the models' segments at the end. */
+static int write_segments(const struct replay *r)
+{
+	FILE *f = fopen(r->a->seg_log, "w");
+	int d;
+
+	if (!f) {
+		fprintf(stderr, "stalloc-replay: %s: %s\n", r->a->seg_log,
+			strerror(errno));
+		return 1;
+	}
+	for (d = 0; d < MAX_DEV; d++)
+		if (r->model[d])
+			cm_segments(r->model[d], log_segment, f);
+	if (fclose(f)) {
+		fprintf(stderr, "stalloc-replay: %s: %s\n", r->a->seg_log,
+			strerror(errno));
+		return 1;
+	}
+	return 0;
 }
 
 static void hold(void)
@@ -1085,6 +1123,8 @@ int main(int argc, char **argv)
 		rc = 1;
 	}
 	r.log = NULL;
+	if (a.seg_log && write_segments(&r))
+		rc = 1;
 	collect(&r, &res);
 	if (a.json)
 		print_json(&r, &res);

@@ -707,10 +707,12 @@ def find_replay():
                         "put it in PATH)")
 
 
-def replay(trace_path, policy, addr_log=None):
+def replay(trace_path, policy, addr_log=None, seg_log=None):
     cmd = [find_replay(), "--json", "--policy", policy]
     if addr_log:
         cmd += ["--addr-log", addr_log]
+    if seg_log:
+        cmd += ["--segment-log", seg_log]
     p = subprocess.run(cmd + [trace_path], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, universal_newlines=True)
     if p.returncode != 0:
@@ -753,6 +755,24 @@ def compare(trace_path, label, out=sys.stdout):
     return res
 
 
+def _outside(extents, held):
+    """The parts of sorted @extents outside the sorted disjoint @held."""
+    out = []
+    j = 0
+    for s, e in extents:
+        while j < len(held) and held[j][1] <= s:
+            j += 1
+        k = j
+        while s < e and k < len(held) and held[k][0] < e:
+            if held[k][0] > s:
+                out.append((s, held[k][0]))
+            s = max(s, held[k][1])
+            k += 1
+        if s < e:
+            out.append((s, e))
+    return out
+
+
 def _trace_id(s):
     return int(s, 16) if s[:2] in ("0x", "0X") else int(s)
 
@@ -763,8 +783,10 @@ def export_snapshot(trace_text, policy, out_path, frames=None,
 
     @frames maps allocation IDs to the stack frames the record gave them
     (an imported snapshot), so the viewer shows where each block came
-    from.  Segments are the address ranges the replay handed out, merged
-    where they touch: every block lies in one, and blocks tile them.
+    from.  Segments: the models' own at the end of the replay (caching,
+    expandable), and for what lies outside them (libstalloc's policies;
+    memory the models gave back) the address ranges the replay handed out,
+    merged where they touch.  Every block lies in one; blocks tile them.
     """
     frames = frames or {}
     free_frames = free_frames or {}
@@ -773,9 +795,16 @@ def export_snapshot(trace_text, policy, out_path, frames=None,
         lpath = os.path.join(d, "addr.log")
         with open(tpath, "w") as f:
             f.write(trace_text)
-        res = replay(tpath, policy, lpath)
+        spath = os.path.join(d, "segments.log")
+        models = policy in ("caching", "expandable")
+        res = replay(tpath, policy, lpath, spath if models else None)
         with open(lpath) as f:
             log = [l.split() for l in f]
+        held = []
+        if models:
+            with open(spath) as f:
+                held = sorted((int(b, 16), int(b, 16) + int(n))
+                              for b, n in (l.split() for l in f))
     dev = 0
     trace = []
     live = {}
@@ -811,14 +840,16 @@ def export_snapshot(trace_text, policy, out_path, frames=None,
                 trace.append({"action": act, "addr": b[0], "size": b[1],
                               "stream": stream, "time_us": ns // 1000,
                               "frames": fr})
-    # Segments: the address ranges the replay handed out, merged.
+    # Segments: what the model holds, then the ranges handed out that lie
+    # outside it, merged.
     extents.sort()
     merged = []
-    for s, e in extents:
+    for s, e in _outside(extents, held):
         if merged and s <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], e)
         else:
             merged.append([s, e])
+    merged = sorted([list(h) for h in held] + merged)
     ends = sorted(live.values(), key=lambda b: b[0])
     segments = []
     j = 0
