@@ -610,16 +610,17 @@ def import_profiler(data, path, device=None):
         if b > 0:
             i = tr.alloc(b, 0, ns)
             if a is not None:
-                by_addr[a] = i
+                by_addr[a] = (i, b)
             else:
                 by_size.setdefault(b, []).append(i)
         elif b < 0:
-            i = by_addr.pop(a, None) if a is not None else None
+            i, size = by_addr.pop(a, (None, -b)) if a is not None else \
+                (None, -b)
             if i is None and a is None and by_size.get(-b):
                 i = by_size[-b].pop()  # the latest of that size
             if i is None:
                 i = pre_ids[-b].pop()
-            tr.free(i, -b, 0, ns)
+            tr.free(i, size, 0, ns)
         t = args.get("Total Allocated")
         if isinstance(t, int) and not isinstance(t, bool):
             given += 1
