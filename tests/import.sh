@@ -28,7 +28,7 @@ $(ls bench/results/*/*.snapshot.pickle.gz 2>/dev/null | head -2)"
 snaps=$(echo "$snaps" | grep .)
 kineto=$real/kineto-resnet50-v100.pt.trace.json.gz
 ns=$(echo "$snaps" | wc -l)
-echo "1..$((ns * 3 + 42))"
+echo "1..$((ns * 3 + 43))"
 
 field() { # field JSON NAME
 	python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"
@@ -223,4 +223,7 @@ ok $? "--device of a device without events: exit 1, named"
 "$I" --bogus "$s1" >/dev/null 2>&1
 [ $? = 2 ]
 ok $? "bad option: usage, exit 2"
+"$I" --iteration-frame '(' "$s1" >/dev/null 2>"$tmp/err"
+[ $? = 2 ] && grep -q "bad --iteration-frame" "$tmp/err" && no_trace
+ok $? "bad --iteration-frame regex: usage, exit 2, no traceback"
 [ "$fails" = 0 ]

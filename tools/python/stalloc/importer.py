@@ -935,7 +935,14 @@ def _parser():
 
 
 def main(argv=None):
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.iteration_frame:
+        try:
+            re.compile(args.iteration_frame)
+        except re.error as e:
+            parser.error("bad --iteration-frame %r: %s"
+                         % (args.iteration_frame, e))
     try:
         tr = import_file(args.input, args.device, args.free,
                          args.iteration_frame or None)
@@ -976,6 +983,11 @@ def main(argv=None):
         print("stalloc-import: %s: %s" % (getattr(e, "filename", None) or
                                           args.output or args.input,
                                           e.strerror or e), file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # a reader that stopped early (| head): no traceback at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
         return 1
     except KeyboardInterrupt:
         return 130
