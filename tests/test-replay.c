@@ -287,6 +287,47 @@ static void test_xs_grow(void **state)
 	cm_destroy(m);
 }
 
+/* cm_segments(): ranges and bytes as the model holds them. */
+struct seg_sum {
+	uint64_t bytes, n, lo;
+};
+
+static void add_seg(void *arg, uint64_t base, uint64_t size)
+{
+	struct seg_sum *s = arg;
+
+	s->bytes += size;
+	s->n++;
+	if (!s->lo || base < s->lo)
+		s->lo = base;
+}
+
+static void test_segments(void **state)
+{
+	struct cmodel *c = model(CM_CACHING, 0, 0);
+	struct cmodel *x = model(CM_EXPANDABLE, 0, 0);
+	struct seg_sum s = { 0 };
+	uint64_t a;
+
+	(void)state;
+	get(c, 1000, 0, &a); /* a 2 MiB small segment */
+	get(c, 3 * MIB, 0, NULL); /* a 20 MiB large one */
+	get(c, 25 * MIB, 0, NULL); /* 26 MiB */
+	cm_segments(c, add_seg, &s);
+	assert_int_equal(s.n, 3);
+	assert_int_equal(s.bytes, stats(c).reserved);
+	assert_int_equal(s.bytes, 48 * MIB);
+	s = (struct seg_sum){ 0 };
+	get(x, 3 * MIB, 0, NULL);
+	get(x, 25 * MIB, 0, NULL);
+	/* one expandable segment, two pages mapped in one run */
+	cm_segments(x, add_seg, &s);
+	assert_int_equal(s.n, 1);
+	assert_int_equal(s.bytes, 40 * MIB);
+	cm_destroy(c);
+	cm_destroy(x);
+}
+
 static void test_xs_streams_oom(void **state)
 {
 	struct cmodel *m = model(CM_EXPANDABLE, 40 * MIB, 0);
@@ -325,6 +366,7 @@ int main(void)
 		cmocka_unit_test(test_xs_small),
 		cmocka_unit_test(test_xs_grow),
 		cmocka_unit_test(test_xs_streams_oom),
+		cmocka_unit_test(test_segments),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,9 +4,11 @@
  * PyTorch's allocator, and compare what each holds
  *
  *   stalloc-replay [--policy stalloc|off|caching|expandable] [--plan PLAN]
- *                  [--json] [--addr-log FILE] [--granularity BYTES]
+ *                  [--json] [--addr-log FILE] [--segment-log FILE]
+ *                  [--granularity BYTES]
  *                  [--capacity BYTES] [--max-split-size BYTES]
  *                  [--cache-limit BYTES] [--hold] TRACE
+ *   stalloc-replay --compare [stalloc-import options] RECORD
  *
  * The trace's events are replayed in order, one device allocator per dev=
  * key.  stalloc and off run the real libstalloc (public API only) on the
@@ -16,6 +18,10 @@
  * equal, so one search finds it), and --addr-log writes them for an
  * independent check.  Peak requested bytes come from the trace itself, so
  * every policy is measured against the same figure.
+ *
+ * --compare hands over to stalloc-import (found beside this program, else
+ * in PATH), which imports a PyTorch snapshot or profiler trace, replays it
+ * under every policy with this program and prints one table.
  *
  * Exit: 0 replayed; 1 two live blocks overlapped, an allocation failed or
  * a free was refused; 2 usage or bad input (an unknown policy, a missing
@@ -60,6 +66,7 @@ static const char usage[] =
 	"                      [--granularity BYTES] [--capacity BYTES]\n"
 	"                      [--max-split-size BYTES] [--cache-limit BYTES]\n"
 	"                      [--hold] TRACE\n"
+	"       stalloc-replay --compare [--device N] RECORD\n"
 	"\n"
 	"Replay TRACE's allocations and frees in order and report the peak\n"
 	"bytes requested and reserved, fragmentation and plan hits.\n"
@@ -73,6 +80,8 @@ static const char usage[] =
 	"                          TRACE in-process into a temporary file)\n"
 	"  -j, --json              print one JSON object\n"
 	"  -a, --addr-log FILE     write \"ID ADDRESS SIZE\" per allocation\n"
+	"  -S, --segment-log FILE  caching/expandable: write \"BASE SIZE\" per\n"
+	"                          segment the model holds at the end\n"
 	"  -g, --granularity B     stalloc/off: physical chunk size\n"
 	"  -l, --cache-limit B     stalloc/off: STALLOC_CACHE_LIMIT (give the\n"
 	"                          cache back past B bytes)\n"
@@ -83,13 +92,29 @@ static const char usage[] =
 	"                          max_split_size_mb, in bytes (> 20M)\n"
 	"  -H, --hold              stay alive after the replay until SIGINT\n"
 	"                          or SIGTERM (stats stay queryable)\n"
+	"      --compare           RECORD (a PyTorch snapshot pickle or\n"
+	"                          profiler trace, or a trace): peak requested\n"
+	"                          and reserved under caching, expandable,\n"
+	"                          off and stalloc (runs stalloc-import)\n"
 	"  -h, --help              this text\n"
 	"\n"
 	"Sizes take K, M, G, T suffixes.  Exit status: 0 replayed, 1 overlap\n"
 	"or allocation failure, 2 usage or bad input.\n";
 
+/*
+ * What the real allocator did, from the trace's "# torch:" comment
+ * (written by stalloc-import; Documentation/trace-format.rst).
+ */
+struct torch_rec {
+	bool have_peak;
+	uint64_t reserved_peak;
+	uint64_t max_split;
+	char allocator[16];
+	char source[32];
+};
+
 struct args {
-	const char *trace, *plan, *addr_log;
+	const char *trace, *plan, *addr_log, *seg_log;
 	int policy;
 	bool json, hold;
 	uint64_t granularity, capacity, max_split;
@@ -120,6 +145,7 @@ struct replay {
 	struct rec *recs;
 	size_t nr_recs;
 	struct idmap ids;
+	struct torch_rec torch;
 	void *tree;
 	FILE *log;
 	struct cmodel *model[MAX_DEV];
@@ -469,10 +495,15 @@ static int setup_models(struct replay *r)
 		.kind = r->a->policy == P_EXPANDABLE ? CM_EXPANDABLE :
 						       CM_CACHING,
 		.capacity = r->a->capacity ? r->a->capacity : DEFAULT_CAPACITY,
-		.max_split_size = r->a->max_split ? r->a->max_split :
-						    CM_UNLIMITED,
+		.max_split_size = CM_UNLIMITED,
 	};
 	int d;
+
+	/* the option, else the recorded allocator's setting */
+	if (r->a->max_split)
+		cfg.max_split_size = r->a->max_split;
+	else if (r->torch.max_split > CM_LARGE_BUFFER)
+		cfg.max_split_size = r->torch.max_split;
 
 	for (d = 0; d < MAX_DEV; d++) {
 		if (!r->used[d])
@@ -484,6 +515,69 @@ static int setup_models(struct replay *r)
 		}
 	}
 	return 0;
+}
+
+/* One "key=value" of a "# torch:" comment. */
+static void torch_key(struct torch_rec *t, const char *kv)
+{
+	const char *v = strchr(kv, '=');
+	size_t klen;
+	uint64_t n;
+
+	if (!v)
+		return;
+	klen = (size_t)(v++ - kv);
+	if (klen == 13 && !strncmp(kv, "reserved_peak", klen)) {
+		if (!stalloc_parse_size(v, &n)) {
+			t->reserved_peak = n;
+			t->have_peak = true;
+		}
+	} else if (klen == 14 && !strncmp(kv, "max_split_size", klen)) {
+		if (!stalloc_parse_size(v, &n))
+			t->max_split = n;
+	} else if (klen == 9 && !strncmp(kv, "allocator", klen)) {
+		snprintf(t->allocator, sizeof(t->allocator), "%s", v);
+	} else if (klen == 15 && !strncmp(kv, "reserved_source", klen)) {
+		snprintf(t->source, sizeof(t->source), "%s", v);
+	}
+}
+
+/*
+ * The "# torch:" comment among the lines before the first event; the
+ * trace reader has checked the file already, so this only reads.
+ */
+static void read_torch_comment(struct replay *r)
+{
+	struct torch_rec *t = &r->torch;
+	FILE *f = fopen(r->a->trace, "r");
+	char *line = NULL, *tok, *save;
+	size_t cap = 0;
+
+	snprintf(t->allocator, sizeof(t->allocator), "caching");
+	if (!f)
+		return;
+	while (getline(&line, &cap, f) > 0) {
+		line[strcspn(line, "\r\n")] = '\0';
+		if (!strncmp(line, "stalloc-trace", 13) || !line[0])
+			continue;
+		if (line[0] != '#')
+			break;
+		if (strncmp(line, "# torch:", 8) != 0)
+			continue;
+		for (tok = strtok_r(line + 8, " \t", &save); tok;
+		     tok = strtok_r(NULL, " \t", &save))
+			torch_key(t, tok);
+	}
+	free(line);
+	fclose(f);
+}
+
+/* The model's reserved peak against the recorded one, when comparable. */
+static bool torch_comparable(const struct replay *r)
+{
+	return r->torch.have_peak && r->torch.reserved_peak &&
+	       (r->a->policy == P_CACHING || r->a->policy == P_EXPANDABLE) &&
+	       !strcmp(r->torch.allocator, policy_name[r->a->policy]);
 }
 
 /* ------------------------------------------------------------ replay */
@@ -510,8 +604,16 @@ static void on_mark(struct replay *r, const struct stalloc_trace_event *e)
 	const char *label = e->label ? e->label : "mark";
 
 	r->marks++;
-	if (!is_lib(r))
+	if (!is_lib(r)) {
+		int d;
+
+		/* PyTorch's emptyCache(), seen by stalloc-import */
+		if (!strcmp(label, "empty_cache"))
+			for (d = 0; d < MAX_DEV; d++)
+				if (r->model[d])
+					cm_empty_cache(r->model[d]);
 		return;
+	}
 	stalloc_mark(label);
 	if (strcmp(label, "iteration") != 0)
 		return;
@@ -700,6 +802,26 @@ static void json_string(const char *s)
 	putchar('"');
 }
 
+static void print_torch_json(const struct replay *r, const struct result *res)
+{
+	if (!r->torch.have_peak) {
+		printf(", \"torch_reserved_peak_bytes\": null");
+		return;
+	}
+	printf(", \"torch_reserved_peak_bytes\": %" PRIu64
+	       ", \"torch_allocator\": ",
+	       r->torch.reserved_peak);
+	json_string(r->torch.allocator);
+	printf(", \"torch_reserved_source\": ");
+	json_string(r->torch.source);
+	if (torch_comparable(r))
+		printf(", \"model_vs_torch\": %.6f",
+		       (double)res->peak_res / (double)r->torch.reserved_peak -
+			       1.0);
+	else
+		printf(", \"model_vs_torch\": null");
+}
+
 static void print_json(const struct replay *r, const struct result *res)
 {
 	printf("{\"trace\": ");
@@ -718,6 +840,7 @@ static void print_json(const struct replay *r, const struct result *res)
 	       ", \"peak_reserved_bytes\": %" PRIu64
 	       ", \"fragmentation\": %.6f, \"utilisation\": %.6f",
 	       res->peak_req, res->peak_res, frag(res), util(res));
+	print_torch_json(r, res);
 	printf(", \"plan_hits\": %" PRIu64 ", \"plan_misses\": %" PRIu64
 	       ", \"plan_dropped\": %s, \"dynamic_allocs\": %" PRIu64
 	       ", \"driver_calls\": %" PRIu64,
@@ -761,6 +884,17 @@ static void print_summary(const struct replay *r, const struct result *res)
 	human(res->peak_res, h, sizeof(h));
 	printf("%-16s %14" PRIu64 " B  (%s)\n", "peak reserved", res->peak_res,
 	       h);
+	if (r->torch.have_peak) {
+		human(r->torch.reserved_peak, h, sizeof(h));
+		printf("%-16s %14" PRIu64 " B  (%s, recorded, %s, %s)\n",
+		       "torch reserved", r->torch.reserved_peak, h,
+		       r->torch.allocator, r->torch.source);
+		if (torch_comparable(r))
+			printf("%-16s %+13.2f %%\n", "model vs torch",
+			       100.0 * ((double)res->peak_res /
+						(double)r->torch.reserved_peak -
+					1.0));
+	}
 	printf("%-16s %14.4f\n", "fragmentation", frag(res));
 	printf("%-16s %14.4f\n", "utilisation", util(res));
 	printf("%-16s %14" PRIu64 "\n", "plan hits", res->hits);
@@ -793,6 +927,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "plan", required_argument, NULL, 'P' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "addr-log", required_argument, NULL, 'a' },
+		{ "segment-log", required_argument, NULL, 'S' },
 		{ "granularity", required_argument, NULL, 'g' },
 		{ "capacity", required_argument, NULL, 'c' },
 		{ "max-split-size", required_argument, NULL, 's' },
@@ -805,8 +940,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 	int c, i;
 
 	a->policy = P_STALLOC;
-	while ((c = getopt_long(argc, argv, "p:P:ja:g:c:s:l:Hh", opts, NULL)) !=
-	       -1) {
+	while ((c = getopt_long(argc, argv, "p:P:ja:S:g:c:s:l:Hh", opts,
+				NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			for (i = 0; i < NR_POLICIES; i++)
@@ -826,6 +961,9 @@ static int parse_args(int argc, char **argv, struct args *a)
 			break;
 		case 'a':
 			a->addr_log = optarg;
+			break;
+		case 'S':
+			a->seg_log = optarg;
 			break;
 		case 'g':
 			if (!parse_size(optarg, &a->granularity) ||
@@ -877,6 +1015,10 @@ static int parse_args(int argc, char **argv, struct args *a)
 		return bad_usage("--max-split-size applies to the caching and "
 				 "expandable models only",
 				 NULL);
+	if (a->seg_log && (a->policy == P_STALLOC || a->policy == P_OFF))
+		return bad_usage("--segment-log applies to the caching and "
+				 "expandable models only",
+				 NULL);
 	if (a->cache_limit && a->policy != P_STALLOC && a->policy != P_OFF)
 		return bad_usage(
 			"--cache-limit applies to stalloc and off only", NULL);
@@ -884,6 +1026,73 @@ static int parse_args(int argc, char **argv, struct args *a)
 		return bad_usage("--granularity applies to stalloc and off "
 				 "only (the models use PyTorch's sizes)",
 				 NULL);
+	return 0;
+}
+
+/*
+ * --compare: exec stalloc-import --compare with the other arguments,
+ * telling it to replay with this very program.
+ */
+static int run_compare(int argc, char **argv)
+{
+	static char prog[] = "stalloc-import", opt[] = "--compare";
+	char self[4096], tool[4096 + 32], *slash;
+	char **args = calloc((size_t)argc + 2, sizeof(*args));
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	int i, k = 0;
+
+	if (!args) {
+		fputs("stalloc-replay: out of host memory\n", stderr);
+		return 1;
+	}
+	args[k++] = prog;
+	args[k++] = opt;
+	for (i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--compare") != 0)
+			args[k++] = argv[i];
+	args[k] = NULL;
+	if (n > 0) {
+		self[n] = '\0';
+		setenv("STALLOC_REPLAY", self, 0);
+		slash = strrchr(self, '/');
+		if (slash) {
+			*slash = '\0';
+			snprintf(tool, sizeof(tool), "%s/stalloc-import", self);
+			if (!access(tool, X_OK))
+				execv(tool, args);
+		}
+	}
+	execvp("stalloc-import", args);
+	fprintf(stderr, "stalloc-replay: --compare needs stalloc-import: %s\n",
+		strerror(errno));
+	free(args);
+	return 2;
+}
+
+static void log_segment(void *arg, uint64_t base, uint64_t size)
+{
+	fprintf(arg, "0x%" PRIx64 " %" PRIu64 "\n", base, size);
+}
+
+/* --segment-log: the models' segments at the end. */
+static int write_segments(const struct replay *r)
+{
+	FILE *f = fopen(r->a->seg_log, "w");
+	int d;
+
+	if (!f) {
+		fprintf(stderr, "stalloc-replay: %s: %s\n", r->a->seg_log,
+			strerror(errno));
+		return 1;
+	}
+	for (d = 0; d < MAX_DEV; d++)
+		if (r->model[d])
+			cm_segments(r->model[d], log_segment, f);
+	if (fclose(f)) {
+		fprintf(stderr, "stalloc-replay: %s: %s\n", r->a->seg_log,
+			strerror(errno));
+		return 1;
+	}
 	return 0;
 }
 
@@ -935,6 +1144,7 @@ static int setup(struct replay *r)
 		fprintf(stderr, "stalloc-replay: %s\n", stalloc_last_error());
 		return 2;
 	}
+	read_torch_comment(r);
 	err = prescan(r);
 	if (err)
 		return err;
@@ -951,8 +1161,12 @@ int main(int argc, char **argv)
 	struct args a = { 0 };
 	struct replay r = { .a = &a };
 	struct result res;
-	int rc = parse_args(argc, argv, &a);
+	int rc, i;
 
+	for (i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--compare"))
+			return run_compare(argc, argv);
+	rc = parse_args(argc, argv, &a);
 	if (rc)
 		return rc;
 	if (a.hold)
@@ -976,6 +1190,8 @@ int main(int argc, char **argv)
 		rc = 1;
 	}
 	r.log = NULL;
+	if (a.seg_log && write_segments(&r))
+		rc = 1;
 	collect(&r, &res);
 	if (a.json)
 		print_json(&r, &res);

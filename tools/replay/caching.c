@@ -483,6 +483,36 @@ void cm_get_stats(const struct cmodel *m, struct cm_stats *st)
 	*st = m->st;
 }
 
+void cm_segments(const struct cmodel *m,
+		 void (*fn)(void *arg, uint64_t base, uint64_t size), void *arg)
+{
+	const struct cm_block *b, *c;
+	size_t i, p, q;
+
+	for (b = m->all; b; b = b->all_next) {
+		uint64_t size = 0;
+
+		if (b->es || b->prev)
+			continue; /* not the first block of a cudaMalloc */
+		for (c = b; c; c = c->next)
+			size += c->size;
+		fn(arg, b->ptr, size);
+	}
+	for (i = 0; i < m->nr_xs; i++) {
+		const struct xseg *es = m->xs[i];
+
+		for (p = 0; p < es->nr_pages; p = q) {
+			for (q = p; q < es->nr_pages && es->mapped[q]; q++)
+				;
+			if (q > p)
+				fn(arg, es->base + p * es->page,
+				   (q - p) * es->page);
+			else
+				q++;
+		}
+	}
+}
+
 uint64_t cm_driver_calls(const struct cm_stats *st)
 {
 	return st->cuda_malloc + st->cuda_free + st->mem_create + st->mem_map +

@@ -116,6 +116,17 @@ void cm_empty_cache(struct cmodel *m);
 
 void cm_get_stats(const struct cmodel *m, struct cm_stats *st);
 
+/**
+ * cm_segments() - the address ranges the model holds from the device now
+ * @m: the model
+ * @fn: called once per range: a cudaMalloc'd segment, or a run of mapped
+ *	pages of an expandable segment (in no particular order)
+ * @arg: passed to @fn
+ */
+void cm_segments(const struct cmodel *m,
+		 void (*fn)(void *arg, uint64_t base, uint64_t size),
+		 void *arg);
+
 /* Driver calls the model counted, of every kind. */
 uint64_t cm_driver_calls(const struct cm_stats *st);
 
