@@ -226,4 +226,13 @@ ok $? "bad option: usage, exit 2"
 "$I" --iteration-frame '(' "$s1" >/dev/null 2>"$tmp/err"
 [ $? = 2 ] && grep -q "bad --iteration-frame" "$tmp/err" && no_trace
 ok $? "bad --iteration-frame regex: usage, exit 2, no traceback"
+# -o a FIFO (or /dev/null): written into, never renamed over
+mkfifo "$tmp/fifo"
+cat "$tmp/fifo" >"$tmp/from-fifo" &
+reader=$!
+"$I" -o "$tmp/fifo" "$s1" 2>/dev/null
+rc=$?
+wait $reader
+[ "$rc" = 0 ] && [ -p "$tmp/fifo" ] && grep -q '^stalloc-trace 1' "$tmp/from-fifo"
+ok $? "-o a FIFO writes into it and leaves it a FIFO"
 [ "$fails" = 0 ]

@@ -34,6 +34,7 @@ import gzip
 import io
 import json
 import os
+import stat
 import pickle
 import re
 import shutil
@@ -643,6 +644,18 @@ def import_profiler(data, path, device=None):
 # ------------------------------------------------------------------ output
 
 def write_atomic(path, text, mode="w"):
+    """Write beside @path and rename over it, so that no reader sees half
+    a file -- unless @path is something else than a regular file (a device
+    such as /dev/null, a FIFO, a symbolic link): a rename would replace it,
+    so it is written into instead."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        with open(path, mode) as f:
+            f.write(text)
+        return
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".stalloc-import-")
     try:
