@@ -136,6 +136,11 @@ static const struct opt table[SA_OPT_NR] = {
 	[SA_OPT_CPU_STATS] = { "STALLOC_CPU_STATS", T_PATH, 0, 0, NULL, NULL,
 			       "none", "preload",
 			       "write the statistics here as JSON at exit" },
+	[SA_OPT_REPLAY] = { "STALLOC_REPLAY", T_PATH, 0, 0, NULL, NULL,
+			    "stalloc-replay beside stalloc-import, else on "
+			    "PATH",
+			    "stalloc-import",
+			    "the stalloc-replay program stalloc-import runs" },
 };
 
 const char *sa_opt_name(enum sa_opt o)

@@ -38,6 +38,7 @@ enum sa_opt {
 	SA_OPT_CPU_MIN,
 	SA_OPT_CPU_ADDR_LOG,
 	SA_OPT_CPU_STATS,
+	SA_OPT_REPLAY,
 	SA_OPT_NR
 };
 

@@ -392,7 +392,7 @@ STALLOC_API int stalloc_peak(int device, struct stalloc_peak *p);
  * @def: the default, in words
  * @range: the accepted values, in words
  * @scope: who reads it: "library", "host backend", "preload" (the
- *	LD_PRELOAD library) or "torch" (the PyTorch shim)
+ *	LD_PRELOAD library), "torch" (the PyTorch shim) or "stalloc-import"
  * @help: what it does
  */
 struct stalloc_option {
