@@ -257,7 +257,7 @@ int sa_opt_bool(enum sa_opt o, bool *out)
 	*out = op->def && !strcmp(op->def, "1");
 	if (!v)
 		return 0;
-	if (strcmp(v, "0") && strcmp(v, "1"))
+	if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
 		return bad_value(op, v);
 	*out = !strcmp(v, "1");
 	return 0;

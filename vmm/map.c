@@ -397,6 +397,8 @@ int vmm_map(struct vmm_space *s, uint64_t va, uint64_t bytes)
 		return err;
 	first = vmm_slot(s, va);
 	n = bytes / s->chunk;
+	if (!n) /* vmm_check_range refuses it; said for the analyzer */
+		return sa_error(-EINVAL, "vmm: map: empty range");
 	segs = malloc(n * sizeof(*segs));
 	ments = malloc(n * sizeof(*ments));
 	if (!segs || !ments) {
