@@ -15,6 +15,7 @@
  * Public API only.
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,14 +24,6 @@
 #include <stalloc/stalloc.h>
 
 #define MB (1UL << 20)
-
-static volatile sig_atomic_t stop;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	stop = 1;
-}
 
 static void *get(size_t n)
 {
@@ -47,15 +40,23 @@ int main(int argc, char **argv)
 {
 	struct stalloc_stats st;
 	void *w, *small, *dyn, *act[3];
+	sigset_t stop_sigs;
 	FILE *f;
-	int k, j;
+	int k, j, sig;
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: ctl-hold STATSFILE\n");
 		return 2;
 	}
-	signal(SIGTERM, on_signal);
-	signal(SIGINT, on_signal);
+	/*
+	 * SIGTERM and SIGINT stay blocked in every thread (the library's
+	 * threads inherit the mask) and are taken by sigwait() below: no
+	 * other thread can swallow them, and none arriving early is lost.
+	 */
+	sigemptyset(&stop_sigs);
+	sigaddset(&stop_sigs, SIGTERM);
+	sigaddset(&stop_sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &stop_sigs, NULL);
 	w = get(4 * MB);
 	for (k = 0; k < 6; k++) {
 		stalloc_mark("iteration");
@@ -82,8 +83,8 @@ int main(int argc, char **argv)
 	fclose(f);
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
-	while (!stop)
-		pause();
+	while (sigwait(&stop_sigs, &sig))
+		;
 	for (j = 3; j-- > 0;)
 		stalloc_free(act[j], 0, 0, NULL);
 	stalloc_free(dyn, 0, 0, NULL);
