@@ -289,10 +289,18 @@ static int classify_pos(struct cls_ctx *c, uint32_t pos, struct stalloc_plan *p)
 	e.size = v.size_max;
 	e.start = v.start;
 	if (c->it->source == ITER_NONE) {
-		/* one static problem: what is never freed lives to the end */
-		e.cls = PLAN_STATIC;
-		e.end = v.within ? v.end_within : c->horizon;
-		return push_entry(p, &e, ref->id);
+		/*
+		 * No repetition (one recorded step, or no period): nothing
+		 * says the next step repeats this one, so nothing is
+		 * planned -- a plan of this pass would be an oracle of it.
+		 * Every request is dynamic; a runtime given this plan runs
+		 * as without one.
+		 */
+		d.size_min = d.size_max = v.size_max;
+		d.start = v.start;
+		d.end = c->horizon;
+		c->posdyn[pos] = (uint32_t)p->nr_dyn;
+		return push_dyn(p, &d);
 	}
 	if (v.present && v.same_size && v.within == v.judged && v.within > 0 &&
 	    !v.next && !v.later) {

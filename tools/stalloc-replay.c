@@ -153,6 +153,7 @@ struct replay {
 	uint64_t peak_req[MAX_DEV];
 	char plan_path[4096];
 	bool plan_tmp;
+	bool plan_steady; /* the plan plans a steady iteration */
 	/* counters */
 	uint64_t allocs, frees, failed, overlaps, marks, iter_marks;
 	uint64_t hits_at_mark, steady_allocs;
@@ -459,6 +460,8 @@ static int setup_stalloc(struct replay *r)
 		}
 		stalloc_plan_summary(plan, &sum);
 		pool = sum.peak;
+		/* none (one step, no period): the runtime runs as off */
+		r->plan_steady = sum.static_requests > 0;
 		stalloc_plan_free(plan);
 	}
 	setenv("STALLOC_BACKEND", "host", 0);
@@ -768,7 +771,7 @@ static void collect(const struct replay *r, struct result *res)
 	 * then has requests and no hit.
 	 */
 	res->plan_dropped =
-		r->a->policy == P_STALLOC &&
+		r->a->policy == P_STALLOC && r->plan_steady &&
 		(!res->hits || (r->iter_marks >= 2 && r->steady_allocs &&
 				lib_hits() == r->hits_at_mark));
 }
