@@ -203,8 +203,11 @@ static void *dyn_done(struct mdev *d, struct mblock *b, size_t size,
 	stats_alloc(d, b);
 	dev_peak_check(d);
 	sa_mutex_unlock(&d->lock);
-	if (d->rec)
+	if (d->rec) {
 		trec_alloc(d->rec, b->id, size, (uint64_t)(uintptr_t)stream);
+		if (unlikely(d->mode == MDEV_AUTO))
+			dev_auto_tick(d);
+	}
 	sa_trace(alloc, device, b->addr, size, (uint64_t)(uintptr_t)stream,
 		 SA_TP_DYNAMIC);
 	return (void *)(uintptr_t)b->addr;

@@ -25,6 +25,10 @@
 #include "mapper.h"
 
 #define AUTO_ITERS_DEFAULT 4
+/* Without markers: the first try to find iterations, in traced requests. */
+#define AUTO_FIRST_TRY 512
+/* While a try's thread runs: look for its result every this many. */
+#define AUTO_POLL 64
 
 int dev_auto_start(struct mdev *d)
 {
@@ -41,34 +45,145 @@ int dev_auto_start(struct mdev *d)
 	if (err)
 		return err;
 	snprintf(d->auto_path, sizeof(d->auto_path), "%s", trec_path(d->rec));
+	d->auto_next_try = d->auto_try_at = AUTO_FIRST_TRY;
 	dev_regions(d, vmm_base(d->vmm) + vmm_size(d->vmm) / 2);
 	return 0;
+}
+
+/*
+ * Without markers, a try succeeds when the planner found the iterations
+ * itself (the step, not a layer: planner/period.c), at least as many as
+ * auto mode traces, and planned a steady one.
+ */
+static bool try_found(const struct mdev *d, const struct stalloc_plan *p)
+{
+	struct stalloc_plan_summary sum;
+
+	stalloc_plan_summary(p, &sum);
+	return sum.iter_source == STALLOC_ITER_DETECTED &&
+	       sum.iterations >= d->auto_iters && match_plan_pays(p);
 }
 
 static void *auto_planner(void *arg)
 {
 	struct stalloc_plan_options o = { .flags = STALLOC_PLAN_NO_PERSISTENT };
 	struct mdev *d = arg;
-	struct stalloc_plan *p;
+	struct stalloc_plan *p = NULL;
+	bool markerless = d->auto_markerless;
 
 	if (stalloc_plan_file(d->auto_path, &o, &p)) {
-		sa_log(STALLOC_LOG_WARN,
-		       "runtime: device %d: auto mode could not plan (%s): "
-		       "continuing in off mode",
-		       d->device, stalloc_last_error());
-		return NULL;
+		if (!markerless)
+			sa_log(STALLOC_LOG_WARN,
+			       "runtime: device %d: auto mode could not plan "
+			       "(%s): continuing in off mode",
+			       d->device, stalloc_last_error());
+		p = NULL;
+	} else if (markerless && !try_found(d, p)) {
+		stalloc_plan_free(p); /* not yet: a later try */
+		p = NULL;
 	}
 	sa_mutex_lock(&d->lock);
 	d->auto_plan = p;
+	d->auto_busy = false;
 	sa_mutex_unlock(&d->lock);
 	return NULL;
 }
 
+/* Switch to the plan found without markers (device lock held). */
+static bool auto_switch(struct mdev *d)
+{
+	struct stalloc_plan *p = d->auto_plan;
+
+	d->auto_plan = NULL;
+	if (match_init(&d->match, p, d->vmm, &d->ss))
+		return false;
+	match_start_synced(&d->match);
+	snprintf(d->plan_path, sizeof(d->plan_path),
+		 "%.4000s (auto, iterations found without markers)",
+		 d->auto_path);
+	/* stalloc_free reads it without the lock */
+	__atomic_store_n(&d->planned, true, __ATOMIC_RELEASE);
+	return true;
+}
+
+void dev_auto_tick(struct mdev *d)
+{
+	uint64_t n = __atomic_add_fetch(&d->auto_allocs, 1, __ATOMIC_RELAXED);
+	bool switched = false, start = false;
+
+	if (likely(n < __atomic_load_n(&d->auto_next_try, __ATOMIC_RELAXED)))
+		return;
+	sa_mutex_lock(&d->lock);
+	if (d->auto_marks || d->planned || d->mode != MDEV_AUTO) {
+		/* markers drive it, or it is over */
+		__atomic_store_n(&d->auto_next_try, UINT64_MAX,
+				 __ATOMIC_RELAXED);
+	} else if (d->auto_plan) {
+		switched = auto_switch(d);
+	} else if (d->auto_busy) {
+		__atomic_store_n(&d->auto_next_try, n + AUTO_POLL,
+				 __ATOMIC_RELAXED);
+	} else if (n >= d->auto_try_at) {
+		if (d->auto_started)
+			pthread_join(d->auto_thread, NULL);
+		d->auto_started = false;
+		d->auto_busy = start = true;
+		d->auto_markerless = true;
+		d->auto_try_at = n + n / 2;
+		__atomic_store_n(&d->auto_next_try, n + AUTO_POLL,
+				 __ATOMIC_RELAXED);
+	} else {
+		__atomic_store_n(&d->auto_next_try, d->auto_try_at,
+				 __ATOMIC_RELAXED);
+	}
+	sa_mutex_unlock(&d->lock);
+	if (start) {
+		/* the planner reads what the recorder wrote so far */
+		if (trec_flush(d->rec) ||
+		    pthread_create(&d->auto_thread, NULL, auto_planner, d)) {
+			sa_mutex_lock(&d->lock);
+			d->auto_busy = false;
+			sa_mutex_unlock(&d->lock);
+			return;
+		}
+		d->auto_started = true;
+	}
+	if (switched) {
+		/* as at a marker: tracing stops with the switch */
+		trec_close(d->rec);
+		d->rec = NULL;
+		sa_log(STALLOC_LOG_INFO,
+		       "runtime: device %d: found the iterations without "
+		       "markers after %llu requests; switching to the plan at "
+		       "the next iteration start",
+		       d->device, (unsigned long long)n);
+	}
+}
+
 /* At an iteration marker: stop tracing and plan, or switch to the plan. */
+/*
+ * Markers came after all: they drive auto mode from now on, and the tries
+ * without them end (a try under way is waited for, its plan dropped).
+ */
+static void markers_take_over(struct mdev *d)
+{
+	__atomic_store_n(&d->auto_next_try, UINT64_MAX, __ATOMIC_RELAXED);
+	if (d->auto_started)
+		pthread_join(d->auto_thread, NULL);
+	sa_mutex_lock(&d->lock);
+	stalloc_plan_free(d->auto_plan);
+	d->auto_plan = NULL;
+	d->auto_started = d->auto_busy = d->auto_markerless = false;
+	sa_mutex_unlock(&d->lock);
+}
+
 void dev_auto_mark(struct mdev *d)
 {
 	struct stalloc_plan *p;
 	int err;
+
+	if (unlikely(d->auto_markerless))
+		markers_take_over(d);
 
 	if (!d->auto_started && ++d->auto_marks > d->auto_iters) {
 		/* the traced iterations are complete: plan them */

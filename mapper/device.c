@@ -172,6 +172,7 @@ static int dev_create(int device, struct mdev **out)
 	sa_log(STALLOC_LOG_INFO, "runtime: device %d ready (mode %s)", device,
 	       d->planned	     ? "plan" :
 	       d->mode == MDEV_TRACE ? "trace" :
+	       d->mode == MDEV_AUTO  ? "auto, tracing" :
 				       "off");
 	*out = d;
 	return 0;

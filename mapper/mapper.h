@@ -229,6 +229,12 @@ enum mdev_mode { MDEV_OFF, MDEV_TRACE, MDEV_PLAN, MDEV_AUTO };
  * @auto_started: the planner thread @auto_thread was started
  * @auto_plan: its plan, published under @lock, taken at a marker
  * @auto_path: the trace it plans from
+ * @auto_allocs: requests traced (atomic), for auto mode without markers
+ * @auto_next_try: at that count, look again (atomic)
+ * @auto_try_at: at that count, try to find the iterations in the trace so
+ *	far (half as many again after each try)
+ * @auto_busy: a try's planner thread runs (under @lock)
+ * @auto_markerless: @auto_plan came from a try without markers
  * @plan_path: where the plan in use came from (introspection)
  * @next_id: the last trace ID handed out
  * @st: statistics (@st.bad_frees is atomic, the rest under @lock)
@@ -261,6 +267,11 @@ struct mdev {
 	pthread_t auto_thread;
 	struct stalloc_plan *auto_plan;
 	char auto_path[4096];
+	uint64_t auto_allocs;
+	uint64_t auto_next_try;
+	uint64_t auto_try_at;
+	bool auto_busy;
+	bool auto_markerless;
 	char plan_path[4096];
 	uint64_t next_id;
 	struct stalloc_stats st;
@@ -338,6 +349,12 @@ static inline void dev_peak_check(struct mdev *d)
 int dev_auto_start(struct mdev *d);
 /* auto.c: an "iteration" marker in auto mode, not planned yet. */
 void dev_auto_mark(struct mdev *d);
+/*
+ * auto.c: a request was traced in auto mode and no marker ever came: now
+ * and then, find the iterations in the trace so far and switch to a plan.
+ * Called with no lock held.
+ */
+void dev_auto_tick(struct mdev *d);
 
 /* ---------------------------------- introspection (the control socket) */
 

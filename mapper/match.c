@@ -384,6 +384,7 @@ static bool match_place(struct matcher *m, uint64_t size, void *stream,
 			uint64_t *addr, uint32_t *ent, bool *miss);
 static void unmap_idle(struct matcher *m);
 static void implicit_iteration(struct matcher *m, uint64_t asize);
+static void inferred_iteration(struct matcher *m);
 static void missed_marker(struct matcher *m, uint64_t asize);
 
 /*
@@ -432,6 +433,15 @@ static bool match_place(struct matcher *m, uint64_t size, void *stream,
 	*miss = false;
 	if (m->disabled || !sa_round_up(size, m->plan->align, &asize))
 		return false;
+	if (unlikely(m->syncing)) {
+		/* not a miss: the plan has not started yet */
+		if (!fits(m, 0, asize, false))
+			return false;
+		m->syncing = false;
+		inferred_iteration(m);
+		if (m->disabled)
+			return false;
+	}
 	if (!m->marked)
 		implicit_iteration(m, asize);
 	else
@@ -653,6 +663,12 @@ void match_start_planned(struct matcher *m)
 	m->marks = m->plan->warmup;
 	m->pro_pos = m->plan->nr_prologue;
 	m->pro_next = m->nr_pro;
+}
+
+void match_start_synced(struct matcher *m)
+{
+	match_start_planned(m);
+	m->syncing = true;
 }
 
 bool match_warm_over(struct matcher *m, bool *first)

@@ -89,6 +89,7 @@ struct matcher {
 	bool warm_done;
 	uint64_t iter_hits;
 	uint64_t iter_misses;
+	bool syncing; /* wait for the start of an iteration */
 	bool disabled;
 	bool marked; /* "iteration" markers come */
 	bool implicit;
@@ -144,5 +145,11 @@ void match_start_planned(struct matcher *m);
  * tells that the first planned iteration is the one beginning.
  */
 bool match_warm_over(struct matcher *m, bool *first);
+/*
+ * The same, but at any moment of an iteration (auto mode without
+ * markers): nothing is served until a request matches the iteration's
+ * first position, which then starts a planned iteration.
+ */
+void match_start_synced(struct matcher *m);
 
 #endif /* STALLOC_MAPPER_MATCH_H */

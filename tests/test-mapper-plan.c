@@ -241,6 +241,66 @@ static void test_auto_mode(void **state)
 	unlink(path);
 }
 
+/*
+ * One step of a small layered model, no markers: a forward pass keeping
+ * two activations per layer, a backward pass with a temporary per layer,
+ * an optimizer temporary.  25 requests; the layers repeat inside it.
+ */
+static void layered_step(void)
+{
+	void *act[8][2], *g;
+	int l;
+
+	for (l = 0; l < 8; l++) {
+		act[l][0] = stalloc_malloc(MB + (size_t)l * 65536, 0, NULL);
+		act[l][1] = stalloc_malloc(256 * 1024, 0, NULL);
+	}
+	for (l = 8; l-- > 0;) {
+		g = stalloc_malloc(512 * 1024, 0, NULL);
+		stalloc_free(g, 0, 0, NULL);
+		stalloc_free(act[l][1], 0, 0, NULL);
+		stalloc_free(act[l][0], 0, 0, NULL);
+	}
+	g = stalloc_malloc(3 * MB, 0, NULL);
+	stalloc_free(g, 0, 0, NULL);
+}
+
+/*
+ * Auto mode without any marker: the iterations are found in the requests
+ * (the step, not a layer), planned in the background, and the plan is
+ * taken at an iteration start; then whole steps hit it.
+ */
+static void test_auto_no_markers(void **state)
+{
+	char pattern[256], path[256];
+	struct stalloc_stats a, b;
+	void *w;
+	int k;
+
+	(void)state;
+	snprintf(pattern, sizeof(pattern), "%s/auto-nm-%%d.trace", dir);
+	snprintf(path, sizeof(path), "%s/auto-nm-0.trace", dir);
+	setenv("STALLOC_MODE", "auto", 1);
+	setenv("STALLOC_TRACE", pattern, 1);
+	w = stalloc_malloc(32 * MB, 0, NULL);
+	for (k = 0; k < 2000; k++) {
+		layered_step();
+		stalloc_stats(0, &a);
+		if (a.plan_hits)
+			break;
+		if (k > 40)
+			usleep(2000); /* the planner thread's turn */
+	}
+	assert_true(a.plan_hits > 0);
+	layered_step();
+	stalloc_stats(0, &b);
+	/* a whole step from the plan, none missed */
+	assert_int_equal(b.plan_hits - a.plan_hits, 25);
+	assert_int_equal(b.plan_misses, 0);
+	stalloc_free(w, 0, 0, NULL);
+	unlink(path);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -250,6 +310,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_other_workload),
 		MAPPER_TEST(test_plan_corrupt),
 		MAPPER_TEST(test_auto_mode),
+		MAPPER_TEST(test_auto_no_markers),
 		MAPPER_TEST(test_plan_reuse),
 	};
 	const char *group = mapper_init(argc, argv, "mapper-plan");

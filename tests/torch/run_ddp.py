@@ -7,8 +7,9 @@ Two ranks of tests/torch/ddp.py (DistributedDataParallel, gloo, CPU torch,
 
 1. without stalloc: the losses of each rank;
 2. LD_PRELOAD=libstalloc-cpu.so, STALLOC_MODE=auto, the script unchanged:
-   losses bit-identical; its plan hits are reported (libstalloc's auto mode
-   plans from iteration markers, and nothing marks here);
+   losses bit-identical; with no marker at all, auto mode finds the
+   iterations in the requests and plans: at least a quarter of each rank's
+   routed allocations hit its plan (55% here), no miss;
 3. the same with the script's one stalloc.enable() line (--stalloc): the
    Python helper marks each optimizer step (torch 1.13: its Optimizer.step
    wrappers), so each rank traces, plans for itself and switches.  Losses
@@ -153,9 +154,17 @@ def main():
            "on every rank", diag(pre))
         for i, r in enumerate(pre):
             st = r["stats"] or {}
-            note("LD_PRELOAD alone, rank %d: %d plan hits of %d routed "
-                 "(no iteration marker: auto mode does not plan)"
-                 % (i, st.get("plan_hits", 0), st.get("routed", 0)))
+            hits, routed = st.get("plan_hits", 0), st.get("routed", 0)
+            # no marker at all: auto mode finds the iterations in the
+            # requests (a background try now and then) and switches at an
+            # iteration start; how soon depends on the planner thread's
+            # turn on a loaded machine, hence a quarter, not a half
+            ok(routed > 0 and 4 * hits >= routed and
+               st.get("plan_misses") == 0 and st.get("bad_frees") == 0,
+               "LD_PRELOAD alone, rank %d: iterations found without "
+               "markers, %d plan hits of %d routed (%.1f%%), no miss"
+               % (i, hits, routed, 100.0 * hits / max(routed, 1)),
+               diag(pre))
 
         for f in os.listdir(tmp):
             if f.endswith(".trace"):
