@@ -52,6 +52,7 @@ static void stats_alloc(struct mdev *d, const struct mblock *b)
 {
 	d->st.allocs++;
 	d->st.allocated += b->req;
+	d->st.allocated_total += b->req;
 	if (d->st.allocated > d->st.allocated_peak)
 		d->st.allocated_peak = d->st.allocated;
 }
@@ -76,6 +77,7 @@ static bool plan_alloc(struct mdev *d, uint64_t size, uint64_t id, void *stream,
 	}
 	d->st.allocs++;
 	d->st.allocated += size;
+	d->st.allocated_total += size;
 	if (d->st.allocated > d->st.allocated_peak)
 		d->st.allocated_peak = d->st.allocated;
 	dev_peak_check(d);
@@ -181,6 +183,7 @@ void *stalloc_malloc(size_t size, int device, void *stream)
 		if (d->ss.nr > 1 && !d->ss.capture)
 			ss_sync(&d->ss);
 		dev_trim(d);
+		d->st.alloc_retries++;
 	}
 	if (unlikely(err))
 		return dyn_fail(d, size);
@@ -244,6 +247,7 @@ static void plan_free(struct mdev *d, void *ptr, size_t size, void *stream)
 	match_forget(&d->match, i, stream);
 	d->st.frees++;
 	d->st.allocated -= l.req;
+	d->st.freed_total += l.req;
 	if (l.ent == MATCH_REUSED)
 		d->st.dynamic_bytes -= l.req;
 	sa_mutex_unlock(&d->lock);
@@ -296,6 +300,7 @@ void stalloc_free(void *ptr, size_t size, int device, void *stream)
 	id = b->id;
 	d->st.frees++;
 	d->st.allocated -= b->req;
+	d->st.freed_total += b->req;
 	d->st.dynamic_bytes -= b->req;
 	if (unlikely(id <= d->warm_id))
 		d->warm_live -= b->req; /* a warm-up leftover goes */

@@ -160,6 +160,8 @@ static void test_oom(void **state)
 	assert_null(stalloc_malloc(100 * MB, 0, NULL));
 	stalloc_stats(0, &st);
 	assert_int_equal(st.oom, 1);
+	assert_int_equal(st.alloc_retries, 1); /* trimmed, tried again */
+	assert_int_equal(st.allocated_total, 200 * MB);
 	q = stalloc_malloc(40 * MB, 0, NULL);
 	assert_non_null(q);
 	stalloc_free(p, 0, 0, NULL);

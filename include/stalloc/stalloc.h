@@ -170,6 +170,10 @@ STALLOC_API int stalloc_parse_size(const char *s, uint64_t *out);
  * @bad_frees: frees of pointers stalloc did not hand out (or freed twice)
  * @oom: requests that failed for lack of memory
  * @driver_calls: driver calls made (all kinds)
+ * @alloc_retries: requests that failed at first and were retried after
+ *	cached memory was given back (PyTorch's num_alloc_retries)
+ * @allocated_total: bytes ever handed out (as requested)
+ * @freed_total: bytes ever freed
  */
 struct stalloc_stats {
 	uint64_t allocated;
@@ -186,6 +190,9 @@ struct stalloc_stats {
 	uint64_t bad_frees;
 	uint64_t oom;
 	uint64_t driver_calls;
+	uint64_t alloc_retries;
+	uint64_t allocated_total;
+	uint64_t freed_total;
 };
 
 /**

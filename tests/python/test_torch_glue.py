@@ -183,9 +183,11 @@ class MemoryStatsTest(HostTest):
         self.assertEqual(ms["stalloc.plan_hits"], 0)
         self.assertEqual(ms["stalloc.mapped_bytes.current"], st["mapped"])
         self.assertTrue(all(isinstance(v, int) for v in ms.values()))
+        self.assertEqual(ms["allocated_bytes.all.allocated"], 4 * MiB)
+        self.assertEqual(ms["allocated_bytes.all.freed"], 3 * MiB)
+        self.assertEqual(ms["num_alloc_retries"], 0)
         # no made-up figures
-        self.assertNotIn("num_alloc_retries", ms)
-        self.assertNotIn("allocated_bytes.all.allocated", ms)
+        self.assertNotIn("allocated_bytes.small_pool.current", ms)
         self.free(b, MiB)
 
     def test_unused_device_is_zero(self):

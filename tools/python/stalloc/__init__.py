@@ -148,6 +148,9 @@ class StallocStats(ctypes.Structure):
         ("bad_frees", ctypes.c_uint64),
         ("oom", ctypes.c_uint64),
         ("driver_calls", ctypes.c_uint64),
+        ("alloc_retries", ctypes.c_uint64),
+        ("allocated_total", ctypes.c_uint64),
+        ("freed_total", ctypes.c_uint64),
     ]
 
     def as_dict(self):
@@ -667,7 +670,8 @@ def stats(device=0):
 # The counters reset_accumulated_memory_stats() started again from, per
 # device: libstalloc's counters only grow, so the reset is an offset.
 _ACCUMULATED = ("allocs", "frees", "oom", "plan_hits", "plan_misses",
-                "bad_frees", "driver_calls")
+                "bad_frees", "driver_calls", "alloc_retries",
+                "allocated_total", "freed_total")
 _accumulated_base = {}
 
 
@@ -696,11 +700,12 @@ def memory_stats(device=0):
     ``requested_bytes.all.*`` (the same: stalloc holds no freed block back
     for a stream), ``reserved_bytes.all.current`` and ``.peak`` (physical
     memory held), ``allocation.all.current``, ``.allocated`` and ``.freed``
-    (counts) and ``num_ooms``; and stalloc's own under ``stalloc.``:
+    (counts), ``allocated_bytes.all.allocated`` and ``.freed`` (bytes ever
+    handed out and freed), ``num_alloc_retries`` and ``num_ooms``; and
+    stalloc's own under ``stalloc.``:
     ``plan_hits``, ``plan_misses``, ``dynamic_bytes``,
     ``mapped_bytes.current`` and ``.peak``, ``bad_frees``, ``driver_calls``.  Keys stalloc has
-    no figure for (the small and large pools, split blocks,
-    ``allocated_bytes.all.allocated``, ``num_alloc_retries``) are left out
+    no figure for (the small and large pools, split blocks) are left out
     rather than made up.  A device never used gives zeros.
 
     :raises StallocError: for a device out of range.
@@ -713,6 +718,10 @@ def memory_stats(device=0):
     out["allocation.all.allocated"] = s["allocs"]
     out["allocation.all.current"] = s["allocs"] - min(s["frees"], s["allocs"])
     out["allocation.all.freed"] = s["frees"]
+    for key in ("active_bytes", "allocated_bytes", "requested_bytes"):
+        out[key + ".all.allocated"] = s["allocated_total"]
+        out[key + ".all.freed"] = s["freed_total"]
+    out["num_alloc_retries"] = s["alloc_retries"]
     out["num_ooms"] = s["oom"]
     out["reserved_bytes.all.current"] = s["reserved"]
     out["reserved_bytes.all.peak"] = s["reserved_peak"]
