@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * tools/synth/events.c - stalloc-synth's event writer, PRNG and stacks
+ * tools/cli/synth/events.c - stalloc-synth's event writer, PRNG and stacks
  *
  * Writes trace lines (format v1) into one buffer flushed in 1 MiB writes;
  * a failed write sets gen->oom and the rest is dropped.  Every ID is
@@ -8,7 +8,7 @@
  * The PRNG is counter-based (splitmix64 of a key): a draw is a function of
  * its key alone, so recomputation redraws alike and the same arguments
  * give a byte-identical trace.  The stacks hold what each forward pass
- * saved, popped in reverse by the backward pass (tools/synth/model.c).
+ * saved, popped in reverse by the backward pass (tools/cli/synth/model.c).
  * Single-threaded; no locking.
  */
 #include <errno.h>

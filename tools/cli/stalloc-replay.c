@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * tools/stalloc-replay.c - replay a trace under stalloc or a model of
+ * tools/cli/stalloc-replay.c - replay a trace under stalloc or a model of
  * PyTorch's allocator, and compare what each holds
  *
  *   stalloc-replay [--policy stalloc|off|caching|expandable] [--plan PLAN]
@@ -13,13 +13,13 @@
  * The trace's events are replayed in order, one device allocator per dev=
  * key.  stalloc and off run the real libstalloc (public API only) on the
  * host backend; caching and expandable run the models of
- * tools/replay/.  Every address handed out is checked against the blocks
+ * tools/cli/replay/.  Every address handed out is checked against the blocks
  * live at that moment (a tree of disjoint intervals: an overlap compares
  * equal, so one search finds it), and --addr-log writes them for an
  * independent check.  Peak requested bytes come from the trace itself, so
  * every policy is measured against the same figure.  This file holds the
- * options, the replay loop and main; tools/replay/setup.c the set-up,
- * tools/replay/report.c the results (tools/replay/tool.h between them).
+ * options, the replay loop and main; tools/cli/replay/setup.c the set-up,
+ * tools/cli/replay/report.c the results (tools/cli/replay/tool.h between them).
  *
  * --compare hands over to stalloc-import (found beside this program, else
  * in PATH), which imports a PyTorch snapshot or profiler trace, replays it

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tools/replay/tool.h - internals shared by the files of stalloc-replay
+ * tools/cli/replay/tool.h - internals shared by the files of stalloc-replay
  *
  * The replay's state (struct replay), its arguments and results, and the
- * calls between tools/stalloc-replay.c (options, the replay loop, main),
- * tools/replay/setup.c (the prescan, the plan and the allocator set-up)
- * and tools/replay/report.c (the JSON and human summaries, the peak
+ * calls between tools/cli/stalloc-replay.c (options, the replay loop, main),
+ * tools/cli/replay/setup.c (the prescan, the plan and the allocator set-up)
+ * and tools/cli/replay/report.c (the JSON and human summaries, the peak
  * accounting fields).  Not the models' interface: that is
- * tools/replay/replay.h.  Single-threaded; no locking.
+ * tools/cli/replay/replay.h.  Single-threaded; no locking.
  */
 #ifndef STALLOC_TOOLS_REPLAY_TOOL_H
 #define STALLOC_TOOLS_REPLAY_TOOL_H
@@ -97,7 +97,7 @@ struct result {
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-/* tools/stalloc-replay.c */
+/* tools/cli/stalloc-replay.c */
 bool is_lib(const struct replay *r);
 uint64_t lib_hits(void);
 int idmap_init(struct idmap *m, size_t n);
@@ -105,7 +105,7 @@ void idmap_put(struct idmap *m, uint64_t key, size_t val);
 bool idmap_take(struct idmap *m, uint64_t key, size_t *val);
 void idmap_free(struct idmap *m);
 
-/* tools/replay/setup.c */
+/* tools/cli/replay/setup.c */
 int prescan(struct replay *r);
 uint64_t peak_requested(const struct replay *r);
 int setup_stalloc(struct replay *r);
@@ -113,7 +113,7 @@ int setup_models(struct replay *r);
 void read_torch_comment(struct replay *r);
 bool torch_comparable(const struct replay *r);
 
-/* tools/replay/report.c */
+/* tools/cli/replay/report.c */
 void collect(const struct replay *r, struct result *res);
 void print_json(const struct replay *r, const struct result *res);
 void print_summary(const struct replay *r, const struct result *res);

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tools/synth/synth.h - internals shared by the files of stalloc-synth
+ * tools/cli/synth/synth.h - internals shared by the files of stalloc-synth
  *
  * The generator's state (struct gen), the configuration the options build
  * (struct cfg, struct sizes) and the calls between the three files:
- * tools/stalloc-synth.c (usage, options, main), tools/synth/events.c (the
- * buffered event writer, the counter-based PRNG and the saved-tensor
- * stacks) and tools/synth/model.c (the model and the pipeline schedule).
+ * tools/cli/stalloc-synth.c (usage, options, main),
+ * tools/cli/synth/events.c (the buffered event writer, the counter-based
+ * PRNG and the saved-tensor stacks) and tools/cli/synth/model.c (the model
+ * and the pipeline schedule).
  * Not an interface outside stalloc-synth.  Single-threaded; no locking.
  */
 #ifndef STALLOC_TOOLS_SYNTH_H

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * tools/synth/model.c - stalloc-synth's model of one pipeline rank
+ * tools/cli/synth/model.c - stalloc-synth's model of one pipeline rank
  *
  * Weights at start-up, then per iteration the forward activations of every
  * layer of every micro-batch in the order of a 1F1B or interleaved

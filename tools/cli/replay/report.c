@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * tools/replay/report.c - stalloc-replay's results: JSON and summary
+ * tools/cli/replay/report.c - stalloc-replay's results: JSON and summary
  *
  * Collects what the replay measured (peaks of requested and reserved
  * bytes, plan hits and misses, dynamic bytes, driver calls, the runtime's

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * tools/stalloc-synth.c - write a Megatron-like training trace (format v1)
+ * tools/cli/stalloc-synth.c - write a Megatron-like training trace (format v1)
  *
  * Models what one pipeline rank of a GPT-style model allocates: weights at
  * start-up, then per iteration the forward activations of every layer of
@@ -11,8 +11,8 @@
  * optimizer step, and MoE layers whose per-expert token buffers change size
  * with a seeded routing imbalance.  Documentation/workloads.rst says what is
  * modelled and what is not.  This file holds the usage, the options and
- * their checks; tools/synth/model.c the model and the schedule,
- * tools/synth/events.c the event writer, the PRNG and the stacks.
+ * their checks; tools/cli/synth/model.c the model and the schedule,
+ * tools/cli/synth/events.c the event writer, the PRNG and the stacks.
  *
  * Invariants: the output is a function of the arguments alone (its own
  * counter-based PRNG, no clock, no rand()), so the same arguments give a

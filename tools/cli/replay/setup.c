@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * tools/replay/setup.c - stalloc-replay's set-up before the replay
+ * tools/cli/replay/setup.c - stalloc-replay's set-up before the replay
  *
  * Reads the trace once (prescan: allocation count, devices, each device's
  * peak of requested bytes live), makes or loads the plan, sets up
