@@ -140,17 +140,19 @@ BENCH_BINS := $(O)/bench/bench-vmm $(O)/bench/bench-pack $(O)/bench/bench-mapper
 	$(O)/bench/bench-tp
 DEMO_BIN := $(O)/stalloc-vmm-demo
 
-# Command-line tools: public headers only, linked to the shared library.
+# Command-line tools (tools/cli/): public headers only, linked to the
+# shared library, every one by TOOL_RULE below.  Tool NAME is built from
+# tools/cli/NAME.c and NAME_SRCS, its other sources, and is rebuilt when
+# NAME_HDRS change; mk/*.mk add their tools to TOOL_NAMES and set these.
 TOOL_NAMES := stalloc-plan stalloc-timeline stalloc-options
-# Tools of more than one file, and their extra sources (set by mk/*.mk).
-EXTRA_PROGRAMS :=
 LINT_SRCS :=
 BENCH_EXTRA :=
 
 # Each feature's own rules (tools, tests, benchmarks) live in mk/*.mk.
 include $(sort $(wildcard mk/*.mk))
 
-PROGRAMS := $(TOOL_NAMES:%=$(O)/%) $(EXTRA_PROGRAMS)
+PROGRAMS := $(TOOL_NAMES:%=$(O)/%)
+TOOL_SRCS := $(sort $(foreach t,$(TOOL_NAMES),tools/cli/$(t).c $($(t)_SRCS)))
 
 .PHONY: all check bench demo install uninstall deps clean distclean \
 	format format-check lint help tests installcheck
@@ -196,11 +198,16 @@ $(FAKE_SO): $(FAKE_SRCS) $(wildcard tests/fakecuda/*.h)
 		$(CFLAGS) -shared \
 		$(SAN_LDFLAGS) -o $@ $(FAKE_SRCS) -lpthread
 
-$(O)/stalloc-%: tools/stalloc-%.c $(O)/libstalloc.so
-	@$(if $(Q),echo "  CC      $@")
-	$(Q)$(CC) $(filter-out -fvisibility=hidden,$(BASE_CFLAGS)) $(CFLAGS) \
-		$(SAN_LDFLAGS) -o $@ $< -L$(O) -lstalloc \
-		-Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib' $(LDFLAGS)
+# The one link rule of the command-line tools (see TOOL_NAMES).
+define TOOL_RULE
+$$(O)/$(1): tools/cli/$(1).c $$($(1)_SRCS) $$($(1)_HDRS) $$(O)/libstalloc.so
+	@$$(if $$(Q),echo "  CC      $$@")
+	$$(Q)$$(CC) $$(filter-out -fvisibility=hidden,$$(BASE_CFLAGS)) \
+		$$(CFLAGS) $$(SAN_LDFLAGS) -o $$@ $$(filter %.c,$$^) \
+		-L$$(O) -lstalloc -Wl,-rpath,'$$$$ORIGIN' \
+		-Wl,-rpath,'$$$$ORIGIN/../lib' $$(LDFLAGS)
+endef
+$(foreach t,$(TOOL_NAMES),$(eval $(call TOOL_RULE,$(t))))
 
 # Test programs link the internal archive: they test internal interfaces.
 TEST_CFLAGS = $(ALL_CFLAGS) $(CMOCKA_CFLAGS) -I. -Wno-cast-align
@@ -280,7 +287,7 @@ demo: all $(DEMO_BIN)
 	done
 	@echo; echo "== replay: each trace under libstalloc (host backend)" \
 		"and models of PyTorch's allocator (Documentation/replay.rst)"
-	$(Q)python3 tools/replay/compare.py $(O) $(DEMO_TRACES)
+	$(Q)python3 tools/cli/replay/compare.py $(O) $(DEMO_TRACES)
 	@echo; echo "== timelines (Documentation/tracing.rst)"
 	$(Q)for t in $(DEMO_TRACES); do n=$$(basename $$t .trace); \
 		$(O)/stalloc-timeline -o $(O)/$$n.svg --plan $(O)/$$n.plan \
@@ -341,12 +348,12 @@ lint:
 		--enable=warning,performance,portability --std=c11 \
 		-D__GNUC__ -D__STDC__=1 -D__x86_64__ -D__linux__ -Iinclude \
 		$(URCU_CFLAGS) \
-		$(LIB_SRCS) $(FAKE_SRCS) $(TOOL_NAMES:%=tools/%.c) \
-		$(LINT_SRCS) && \
+		$(LIB_SRCS) $(FAKE_SRCS) $(TOOL_SRCS) \
+		$(filter-out $(TOOL_SRCS),$(LINT_SRCS)) && \
 		echo "lint: cppcheck clean"
 	@mkdir -p $(O)
-	$(Q)clang-tidy --quiet $(LIB_SRCS) $(TOOL_NAMES:%=tools/%.c) \
-		$(LINT_SRCS) -- \
+	$(Q)clang-tidy --quiet $(LIB_SRCS) $(TOOL_SRCS) \
+		$(filter-out $(TOOL_SRCS),$(LINT_SRCS)) -- \
 		$(filter-out -f%,$(BASE_CFLAGS)) \
 		$(URCU_CFLAGS) $(CUDA_CFLAGS) >$(O)/clang-tidy.log 2>&1; \
 		rc=$$?; grep -v "warnings generated" $(O)/clang-tidy.log; \

@@ -10,7 +10,7 @@
 set -eu
 O=${1:-build}
 SHARED=${2:-../shared}
-echo "== replay: traces x policies (tools/replay/compare.py)"
+echo "== replay: traces x policies (tools/cli/replay/compare.py)"
 # shellcheck disable=SC2046
-python3 tools/replay/compare.py --ratio "$O" \
+python3 tools/cli/replay/compare.py --ratio "$O" \
 	$(ls "$SHARED"/workloads/cpu-torch/*.trace)

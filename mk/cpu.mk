@@ -1,16 +1,17 @@
 # SPDX-License-Identifier: MIT
 #
 # mk/cpu.mk - libstalloc-cpu.so, the LD_PRELOAD library for PyTorch CPU
-# tensors (tools/stalloc-cpu.c; Documentation/cpu-preload.rst), and its
+# tensors (tools/preload/stalloc-cpu.c; Documentation/cpu-preload.rst), and its
 # install target.  Its test is tests/cpu.tests (tests/torch/).
 
 CPU_SO := $(O)/libstalloc-cpu.so
 
 all: $(CPU_SO)
 
-LINT_SRCS += tools/stalloc-cpu.c
+LINT_SRCS += tools/preload/stalloc-cpu.c
 
-$(CPU_SO): tools/stalloc-cpu.c include/stalloc/stalloc.h $(O)/libstalloc.so
+$(CPU_SO): tools/preload/stalloc-cpu.c include/stalloc/stalloc.h \
+		$(O)/libstalloc.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(BASE_CFLAGS) $(CFLAGS) -shared $(SAN_LDFLAGS) -o $@ $< \

@@ -1,25 +1,21 @@
 # SPDX-License-Identifier: MIT
 #
-# mk/replay.mk - stalloc-replay (tools/stalloc-replay.c and the models of
-# PyTorch's allocator in tools/replay/), its unit tests (tests/test-replay.c),
-# the shell tests (tests/replay.sh, registered in tests/replay.tests) and
-# make bench-replay (bench/replay-bench.sh).  Documentation/replay.rst.
+# mk/replay.mk - stalloc-replay (tools/cli/stalloc-replay.c, its set-up
+# and report in tools/cli/replay/setup.c and report.c, and the models of
+# PyTorch's allocator in tools/cli/replay/), its unit tests
+# (tests/test-replay.c), the shell tests (tests/replay.sh, registered in
+# tests/replay.tests) and make bench-replay (bench/replay-bench.sh).
+# Documentation/replay.rst.
 
-REPLAY_MODEL_SRCS := tools/replay/caching.c tools/replay/expandable.c
-REPLAY_MODEL_HDRS := tools/replay/replay.h tools/replay/model.h
+REPLAY_MODEL_SRCS := tools/cli/replay/caching.c tools/cli/replay/expandable.c
+REPLAY_MODEL_HDRS := tools/cli/replay/replay.h tools/cli/replay/model.h
 REPLAY_BIN := $(O)/stalloc-replay
 
-EXTRA_PROGRAMS += $(REPLAY_BIN)
-LINT_SRCS += tools/stalloc-replay.c $(REPLAY_MODEL_SRCS)
-
-# A tool: public headers only, linked to the shared library.
-$(REPLAY_BIN): tools/stalloc-replay.c $(REPLAY_MODEL_SRCS) \
-		$(REPLAY_MODEL_HDRS) $(O)/libstalloc.so
-	@$(if $(Q),echo "  CC      $@")
-	$(Q)$(CC) $(filter-out -fvisibility=hidden,$(BASE_CFLAGS)) $(CFLAGS) \
-		$(SAN_LDFLAGS) -o $@ tools/stalloc-replay.c \
-		$(REPLAY_MODEL_SRCS) -L$(O) -lstalloc \
-		-Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib' $(LDFLAGS)
+# Built by the Makefile's TOOL_RULE from tools/cli/stalloc-replay.c and:
+TOOL_NAMES += stalloc-replay
+stalloc-replay_SRCS := tools/cli/replay/setup.c tools/cli/replay/report.c \
+	$(REPLAY_MODEL_SRCS)
+stalloc-replay_HDRS := tools/cli/replay/tool.h $(REPLAY_MODEL_HDRS)
 
 # The models' unit tests: cmocka, the model sources, no library needed.
 $(O)/tests/test-replay: tests/test-replay.c $(REPLAY_MODEL_SRCS) \

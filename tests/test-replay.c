@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * tests/test-replay.c - the models of PyTorch's allocator (tools/replay/)
+ * tests/test-replay.c - the models of PyTorch's allocator (tools/cli/replay/)
  *
  * Each case is small enough to work out by hand from the rules of
  * CUDACachingAllocator.cpp; the comment above each check says how its
@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "tools/replay/replay.h"
+#include "tools/cli/replay/replay.h"
 
 #define MIB (1ULL << 20)
 

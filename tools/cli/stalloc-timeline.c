@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * tools/stalloc-timeline.c - draw a trace's memory timeline as SVG
+ * tools/cli/stalloc-timeline.c - draw a trace's memory timeline as SVG
  *
  *   stalloc-timeline [-o OUT.svg] [--plan PLAN] TRACE
  *

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * tools/replay/caching.c - a model of PyTorch's CUDACachingAllocator
+ * tools/cli/replay/caching.c - a model of PyTorch's CUDACachingAllocator
  *
  * DeviceCachingAllocator (c10/cuda/CUDACachingAllocator.cpp) step by step,
  * for one device, without a device: malloc() rounds the request

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tools/replay/replay.h - models of PyTorch's CUDA caching allocator
+ * tools/cli/replay/replay.h - models of PyTorch's CUDA caching allocator
  *
  * The replay tool compares stalloc with what PyTorch would have done on the
  * same requests.  These models follow c10/cuda/CUDACachingAllocator.cpp

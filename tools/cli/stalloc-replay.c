@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * tools/stalloc-replay.c - replay a trace under stalloc or a model of
+ * tools/cli/stalloc-replay.c - replay a trace under stalloc or a model of
  * PyTorch's allocator, and compare what each holds
  *
  *   stalloc-replay [--policy stalloc|off|caching|expandable] [--plan PLAN]
@@ -13,11 +13,13 @@
  * The trace's events are replayed in order, one device allocator per dev=
  * key.  stalloc and off run the real libstalloc (public API only) on the
  * host backend; caching and expandable run the models of
- * tools/replay/.  Every address handed out is checked against the blocks
+ * tools/cli/replay/.  Every address handed out is checked against the blocks
  * live at that moment (a tree of disjoint intervals: an overlap compares
  * equal, so one search finds it), and --addr-log writes them for an
  * independent check.  Peak requested bytes come from the trace itself, so
- * every policy is measured against the same figure.
+ * every policy is measured against the same figure.  This file holds the
+ * options, the replay loop and main; tools/cli/replay/setup.c the set-up,
+ * tools/cli/replay/report.c the results (tools/cli/replay/tool.h between them).
  *
  * --compare hands over to stalloc-import (found beside this program, else
  * in PATH), which imports a PyTorch snapshot or profiler trace, replays it
@@ -45,15 +47,9 @@
 #include <stalloc/stalloc.h>
 #include <stalloc/trace.h>
 
-#include "replay/replay.h"
+#include "replay/tool.h"
 
-#define MAX_DEV 16
-#define DEFAULT_CAPACITY (1ULL << 40)
-#define HOST_MEM_MIN (16ULL << 30)
-
-enum policy { P_STALLOC, P_OFF, P_CACHING, P_EXPANDABLE, NR_POLICIES };
-
-static const char *const policy_name[NR_POLICIES] = {
+const char *const policy_name[NR_POLICIES] = {
 	[P_STALLOC] = "stalloc",
 	[P_OFF] = "off",
 	[P_CACHING] = "caching",
@@ -101,111 +97,6 @@ static const char usage[] =
 	"Sizes take K, M, G, T suffixes.  Exit status: 0 replayed, 1 overlap\n"
 	"or allocation failure, 2 usage or bad input.\n";
 
-/*
- * What the real allocator did, from the trace's "# torch:" comment
- * (written by stalloc-import; Documentation/trace-format.rst).
- */
-struct torch_rec {
-	bool have_peak;
-	uint64_t reserved_peak;
-	uint64_t max_split;
-	char allocator[16];
-	char source[32];
-};
-
-struct args {
-	const char *trace, *plan, *addr_log, *seg_log;
-	int policy;
-	bool json, hold;
-	uint64_t granularity, capacity, max_split;
-	const char *cache_limit;
-};
-
-/* One allocation of the trace. */
-struct rec {
-	uint64_t id, start, end;
-	uint64_t stream;
-	int dev;
-	struct cm_block *blk;
-	bool ok; /* served (else it failed and its free is skipped) */
-	bool in_tree;
-};
-
-/* Trace ID -> index of its live allocation; open addressing. */
-struct idmap {
-	uint64_t *key;
-	size_t *val;
-	size_t cap; /* a power of two */
-	unsigned char *used;
-};
-
-struct replay {
-	const struct args *a;
-	struct stalloc_trace *t;
-	struct rec *recs;
-	size_t nr_recs;
-	struct idmap ids;
-	struct torch_rec torch;
-	void *tree;
-	FILE *log;
-	struct cmodel *model[MAX_DEV];
-	bool used[MAX_DEV];
-	uint64_t peak_req[MAX_DEV];
-	char plan_path[4096];
-	bool plan_tmp;
-	bool plan_steady; /* the plan plans a steady iteration */
-	/* counters */
-	uint64_t allocs, frees, failed, overlaps, marks, iter_marks;
-	uint64_t hits_at_mark, steady_allocs;
-	double ms;
-};
-
-struct result {
-	uint64_t peak_req, peak_res, hits, misses, dynamic, driver;
-	uint64_t bad_frees;
-	bool plan_dropped;
-	bool has_peak; /* @peak: the runtime's peak accounting (summed) */
-	struct stalloc_peak peak;
-};
-
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
-/* The peak accounting's fields, for printing (struct stalloc_peak). */
-#define PEAK_FIELD(f)                                \
-	{                                            \
-#f, offsetof(struct stalloc_peak, f) \
-	}
-static const struct {
-	const char *name;
-	size_t off;
-} peak_fields[] = {
-	PEAK_FIELD(reserved),  PEAK_FIELD(requested), PEAK_FIELD(pool_used),
-	PEAK_FIELD(pool_idle), PEAK_FIELD(dyn_live),  PEAK_FIELD(dyn_warmup),
-	PEAK_FIELD(slabs),     PEAK_FIELD(dyn_free),  PEAK_FIELD(cached),
-	PEAK_FIELD(allocs),
-};
-#undef PEAK_FIELD
-
-static uint64_t peak_value(const struct stalloc_peak *p, size_t i)
-{
-	uint64_t v;
-
-	memcpy(&v, (const char *)p + peak_fields[i].off, sizeof(v));
-	return v;
-}
-
-/* Add @p's fields into @sum (several devices). */
-static void peak_add(struct stalloc_peak *sum, const struct stalloc_peak *p)
-{
-	size_t i;
-
-	for (i = 0; i < ARRAY_LEN(peak_fields); i++) {
-		uint64_t v = peak_value(sum, i) + peak_value(p, i);
-
-		memcpy((char *)sum + peak_fields[i].off, &v, sizeof(v));
-	}
-}
-
 /* ------------------------------------------------------------ helpers */
 
 static int bad_usage(const char *why, const char *what)
@@ -242,7 +133,7 @@ static size_t hash64(uint64_t x)
 	return (size_t)x;
 }
 
-static int idmap_init(struct idmap *m, size_t n)
+int idmap_init(struct idmap *m, size_t n)
 {
 	m->cap = 64;
 	while (m->cap < 2 * n)
@@ -259,7 +150,7 @@ static int idmap_init(struct idmap *m, size_t n)
 	return -ENOMEM;
 }
 
-static void idmap_put(struct idmap *m, uint64_t key, size_t val)
+void idmap_put(struct idmap *m, uint64_t key, size_t val)
 {
 	size_t i = hash64(key) & (m->cap - 1);
 
@@ -271,7 +162,7 @@ static void idmap_put(struct idmap *m, uint64_t key, size_t val)
 }
 
 /* Take @key out, returning its value; backward-shift deletion. */
-static bool idmap_take(struct idmap *m, uint64_t key, size_t *val)
+bool idmap_take(struct idmap *m, uint64_t key, size_t *val)
 {
 	size_t mask = m->cap - 1, i = hash64(key) & mask, j;
 
@@ -296,7 +187,7 @@ static bool idmap_take(struct idmap *m, uint64_t key, size_t *val)
 	return true;
 }
 
-static void idmap_free(struct idmap *m)
+void idmap_free(struct idmap *m)
 {
 	free(m->key);
 	free(m->val);
@@ -320,277 +211,14 @@ static void no_free(void *p)
 	(void)p;
 }
 
-/* ------------------------------------------------------------ set-up */
-
-/*
- * Count the allocations, check the devices, and find each device's peak
- * of requested bytes live.
- */
-static int prescan(struct replay *r)
-{
-	size_t i, n = stalloc_trace_count(r->t);
-	uint64_t live[MAX_DEV] = { 0 };
-	int *dev_of;
-	struct idmap m;
-	struct stalloc_trace_event e;
-
-	for (i = 0; i < n; i++) {
-		stalloc_trace_get(r->t, i, &e);
-		if (e.op == 'a')
-			r->nr_recs++;
-	}
-	dev_of = calloc(r->nr_recs + 1, sizeof(*dev_of));
-	if (!dev_of || idmap_init(&m, r->nr_recs)) {
-		free(dev_of);
-		fputs("stalloc-replay: out of host memory\n", stderr);
-		return 1;
-	}
-	r->nr_recs = 0;
-	for (i = 0; i < n; i++) {
-		size_t k;
-
-		stalloc_trace_get(r->t, i, &e);
-		if (e.op == 'a') {
-			if (e.dev < 0 || e.dev >= MAX_DEV) {
-				fprintf(stderr,
-					"stalloc-replay: %s: allocation %" PRIu64
-					" (seq %" PRIu64
-					"): device %d out of range (0-%d)\n",
-					r->a->trace, e.id, e.seq, e.dev,
-					MAX_DEV - 1);
-				free(dev_of);
-				idmap_free(&m);
-				return 2;
-			}
-			dev_of[r->nr_recs] = e.dev;
-			idmap_put(&m, e.id, r->nr_recs++);
-			r->used[e.dev] = true;
-			live[e.dev] += e.size;
-			if (live[e.dev] > r->peak_req[e.dev])
-				r->peak_req[e.dev] = live[e.dev];
-		} else if (e.op == 'f' && idmap_take(&m, e.id, &k)) {
-			live[dev_of[k]] -= e.size;
-		}
-	}
-	free(dev_of);
-	idmap_free(&m);
-	return 0;
-}
-
-static uint64_t peak_requested(const struct replay *r)
-{
-	uint64_t sum = 0;
-	int d;
-
-	for (d = 0; d < MAX_DEV; d++)
-		sum += r->peak_req[d];
-	return sum;
-}
-
-/* Plan TRACE in-process into a temporary file. */
-static int plan_in_process(struct replay *r)
-{
-	const char *dir = getenv("TMPDIR");
-	struct stalloc_plan *plan;
-	int fd, err;
-
-	snprintf(r->plan_path, sizeof(r->plan_path), "%s/stalloc-replay-XXXXXX",
-		 dir && *dir ? dir : "/tmp");
-	err = stalloc_plan_file(r->a->trace, NULL, &plan);
-	if (err) {
-		fprintf(stderr, "stalloc-replay: cannot plan %s: %s\n",
-			r->a->trace, stalloc_last_error());
-		return err == -EINVAL || err == -ENOENT ? 2 : 1;
-	}
-	fd = mkstemp(r->plan_path);
-	if (fd < 0) {
-		fprintf(stderr, "stalloc-replay: %s: %s\n", r->plan_path,
-			strerror(errno));
-		stalloc_plan_free(plan);
-		return 1;
-	}
-	close(fd);
-	r->plan_tmp = true;
-	err = stalloc_plan_write(plan, r->plan_path);
-	stalloc_plan_free(plan);
-	if (err) {
-		fprintf(stderr, "stalloc-replay: cannot write %s: %s\n",
-			r->plan_path, stalloc_last_error());
-		return 1;
-	}
-	return 0;
-}
-
-static void set_size_env(const char *name, uint64_t v)
-{
-	char buf[32];
-
-	snprintf(buf, sizeof(buf), "%" PRIu64, v);
-	setenv(name, buf, 1);
-}
-
-/*
- * libstalloc reads its environment when a device is first used: set it
- * now.  The host device gets room for the plan's pool and twice the
- * trace's peak (at least the default 16 GiB; the memfd is sparse).
- */
-static int setup_stalloc(struct replay *r)
-{
-	const struct args *a = r->a;
-	uint64_t pool = 0, need, mem = HOST_MEM_MIN;
-	int err;
-
-	if (a->policy == P_STALLOC) {
-		struct stalloc_plan *plan;
-		struct stalloc_plan_summary sum;
-
-		if (a->plan) {
-			snprintf(r->plan_path, sizeof(r->plan_path), "%s",
-				 a->plan);
-		} else {
-			err = plan_in_process(r);
-			if (err)
-				return err;
-		}
-		/* the runtime would only warn: a bad plan is bad input */
-		if (stalloc_plan_read(r->plan_path, &plan)) {
-			fprintf(stderr, "stalloc-replay: %s\n",
-				stalloc_last_error());
-			return 2;
-		}
-		stalloc_plan_summary(plan, &sum);
-		pool = sum.peak;
-		/* none (one step, no period): the runtime runs as off */
-		r->plan_steady = sum.static_requests > 0;
-		stalloc_plan_free(plan);
-	}
-	setenv("STALLOC_BACKEND", "host", 0);
-	setenv("STALLOC_MODE", a->policy == P_STALLOC ? "plan" : "off", 1);
-	if (a->policy == P_STALLOC)
-		setenv("STALLOC_PLAN", r->plan_path, 1);
-	else
-		unsetenv("STALLOC_PLAN");
-	if (a->granularity) {
-		set_size_env("STALLOC_CHUNK_SIZE", a->granularity);
-		if (a->granularity < (2ULL << 20))
-			set_size_env("STALLOC_HOST_GRANULARITY",
-				     a->granularity);
-	}
-	need = 2 * (pool + peak_requested(r));
-	if (a->capacity)
-		need = need > a->capacity ? need : a->capacity;
-	while (mem < need && mem < (1ULL << 46))
-		mem *= 2;
-	if (!stalloc_option_string("STALLOC_HOST_MEM")) /* unset */
-		set_size_env("STALLOC_HOST_MEM", mem);
-	if (a->capacity)
-		set_size_env("STALLOC_PHYS_LIMIT", a->capacity);
-	if (a->cache_limit)
-		setenv("STALLOC_CACHE_LIMIT", a->cache_limit, 1);
-	/* the runtime's warnings (a plan for another workload) are ours */
-	setenv("STALLOC_LOG", "warn", 0); /* unless the user chose */
-	return 0;
-}
-
-static int setup_models(struct replay *r)
-{
-	struct cm_config cfg = {
-		.kind = r->a->policy == P_EXPANDABLE ? CM_EXPANDABLE :
-						       CM_CACHING,
-		.capacity = r->a->capacity ? r->a->capacity : DEFAULT_CAPACITY,
-		.max_split_size = CM_UNLIMITED,
-	};
-	int d;
-
-	/* the option, else the recorded allocator's setting */
-	if (r->a->max_split)
-		cfg.max_split_size = r->a->max_split;
-	else if (r->torch.max_split > CM_LARGE_BUFFER)
-		cfg.max_split_size = r->torch.max_split;
-
-	for (d = 0; d < MAX_DEV; d++) {
-		if (!r->used[d])
-			continue;
-		r->model[d] = cm_create(&cfg);
-		if (!r->model[d]) {
-			fputs("stalloc-replay: out of host memory\n", stderr);
-			return 1;
-		}
-	}
-	return 0;
-}
-
-/* One "key=value" of a "# torch:" comment. */
-static void torch_key(struct torch_rec *t, const char *kv)
-{
-	const char *v = strchr(kv, '=');
-	size_t klen;
-	uint64_t n;
-
-	if (!v)
-		return;
-	klen = (size_t)(v++ - kv);
-	if (klen == 13 && !strncmp(kv, "reserved_peak", klen)) {
-		if (!stalloc_parse_size(v, &n)) {
-			t->reserved_peak = n;
-			t->have_peak = true;
-		}
-	} else if (klen == 14 && !strncmp(kv, "max_split_size", klen)) {
-		if (!stalloc_parse_size(v, &n))
-			t->max_split = n;
-	} else if (klen == 9 && !strncmp(kv, "allocator", klen)) {
-		snprintf(t->allocator, sizeof(t->allocator), "%s", v);
-	} else if (klen == 15 && !strncmp(kv, "reserved_source", klen)) {
-		snprintf(t->source, sizeof(t->source), "%s", v);
-	}
-}
-
-/*
- * The "# torch:" comment among the lines before the first event; the
- * trace reader has checked the file already, so this only reads.
- */
-static void read_torch_comment(struct replay *r)
-{
-	struct torch_rec *t = &r->torch;
-	FILE *f = fopen(r->a->trace, "r");
-	char *line = NULL, *tok, *save;
-	size_t cap = 0;
-
-	snprintf(t->allocator, sizeof(t->allocator), "caching");
-	if (!f)
-		return;
-	while (getline(&line, &cap, f) > 0) {
-		line[strcspn(line, "\r\n")] = '\0';
-		if (!strncmp(line, "stalloc-trace", 13) || !line[0])
-			continue;
-		if (line[0] != '#')
-			break;
-		if (strncmp(line, "# torch:", 8) != 0)
-			continue;
-		for (tok = strtok_r(line + 8, " \t", &save); tok;
-		     tok = strtok_r(NULL, " \t", &save))
-			torch_key(t, tok);
-	}
-	free(line);
-	fclose(f);
-}
-
-/* The model's reserved peak against the recorded one, when comparable. */
-static bool torch_comparable(const struct replay *r)
-{
-	return r->torch.have_peak && r->torch.reserved_peak &&
-	       (r->a->policy == P_CACHING || r->a->policy == P_EXPANDABLE) &&
-	       !strcmp(r->torch.allocator, policy_name[r->a->policy]);
-}
-
 /* ------------------------------------------------------------ replay */
 
-static bool is_lib(const struct replay *r)
+bool is_lib(const struct replay *r)
 {
 	return r->a->policy == P_STALLOC || r->a->policy == P_OFF;
 }
 
-static uint64_t lib_hits(void)
+uint64_t lib_hits(void)
 {
 	struct stalloc_stats st;
 	uint64_t sum = 0;
@@ -728,197 +356,6 @@ static void run(struct replay *r)
 			on_mark(r, &e);
 	}
 	r->ms = now_ms() - t0;
-}
-
-/* ------------------------------------------------------------ report */
-
-static void collect(const struct replay *r, struct result *res)
-{
-	int d;
-
-	memset(res, 0, sizeof(*res));
-	res->peak_req = peak_requested(r);
-	for (d = 0; d < MAX_DEV; d++) {
-		if (!r->used[d])
-			continue;
-		if (is_lib(r)) {
-			struct stalloc_stats st;
-			struct stalloc_peak pk;
-
-			if (stalloc_stats(d, &st))
-				continue;
-			if (!stalloc_peak(d, &pk)) {
-				peak_add(&res->peak, &pk);
-				res->has_peak = true;
-			}
-			res->peak_res += st.reserved_peak;
-			res->hits += st.plan_hits;
-			res->misses += st.plan_misses;
-			res->driver += st.driver_calls;
-			res->bad_frees += st.bad_frees;
-		} else {
-			struct cm_stats st;
-
-			cm_get_stats(r->model[d], &st);
-			res->peak_res += st.reserved_peak;
-			res->driver += cm_driver_calls(&st);
-		}
-	}
-	res->dynamic = r->allocs - r->failed - res->hits;
-	/*
-	 * A plan the runtime dropped (made for another workload) serves
-	 * nothing after the first planned iteration: the last iteration
-	 * then has requests and no hit.
-	 */
-	res->plan_dropped =
-		r->a->policy == P_STALLOC && r->plan_steady &&
-		(!res->hits || (r->iter_marks >= 2 && r->steady_allocs &&
-				lib_hits() == r->hits_at_mark));
-}
-
-static double frag(const struct result *res)
-{
-	return res->peak_res ? ((double)res->peak_res - (double)res->peak_req) /
-				       (double)res->peak_res :
-			       0.0;
-}
-
-static double util(const struct result *res)
-{
-	return res->peak_res ? (double)res->peak_req / (double)res->peak_res :
-			       0.0;
-}
-
-static void json_string(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
-}
-
-static void print_torch_json(const struct replay *r, const struct result *res)
-{
-	if (!r->torch.have_peak) {
-		printf(", \"torch_reserved_peak_bytes\": null");
-		return;
-	}
-	printf(", \"torch_reserved_peak_bytes\": %" PRIu64
-	       ", \"torch_allocator\": ",
-	       r->torch.reserved_peak);
-	json_string(r->torch.allocator);
-	printf(", \"torch_reserved_source\": ");
-	json_string(r->torch.source);
-	if (torch_comparable(r))
-		printf(", \"model_vs_torch\": %.6f",
-		       (double)res->peak_res / (double)r->torch.reserved_peak -
-			       1.0);
-	else
-		printf(", \"model_vs_torch\": null");
-}
-
-static void print_json(const struct replay *r, const struct result *res)
-{
-	printf("{\"trace\": ");
-	json_string(r->a->trace);
-	printf(", \"policy\": \"%s\", \"plan\": ", policy_name[r->a->policy]);
-	if (r->a->policy == P_STALLOC && !r->plan_tmp)
-		json_string(r->plan_path);
-	else
-		printf(r->a->policy == P_STALLOC ? "\"(in-process)\"" : "null");
-	printf(", \"allocs\": %" PRIu64 ", \"frees\": %" PRIu64
-	       ", \"markers\": %" PRIu64 ", \"failed_allocs\": %" PRIu64
-	       ", \"overlaps\": %" PRIu64 ", \"bad_frees\": %" PRIu64,
-	       r->allocs, r->frees, r->marks, r->failed, r->overlaps,
-	       res->bad_frees);
-	printf(", \"peak_requested_bytes\": %" PRIu64
-	       ", \"peak_reserved_bytes\": %" PRIu64
-	       ", \"fragmentation\": %.6f, \"utilisation\": %.6f",
-	       res->peak_req, res->peak_res, frag(res), util(res));
-	print_torch_json(r, res);
-	printf(", \"plan_hits\": %" PRIu64 ", \"plan_misses\": %" PRIu64
-	       ", \"plan_dropped\": %s, \"dynamic_allocs\": %" PRIu64
-	       ", \"driver_calls\": %" PRIu64,
-	       res->hits, res->misses, res->plan_dropped ? "true" : "false",
-	       res->dynamic, res->driver);
-	if (res->has_peak) {
-		size_t i;
-
-		printf(", \"peak_accounting\": {");
-		for (i = 0; i < ARRAY_LEN(peak_fields); i++)
-			printf("%s\"%s\": %" PRIu64, i ? ", " : "",
-			       peak_fields[i].name, peak_value(&res->peak, i));
-		printf("}");
-	}
-	printf(", \"replay_ms\": %.3f}\n", r->ms);
-}
-
-static void human(uint64_t b, char *buf, size_t n)
-{
-	if (b >= (1ULL << 30))
-		snprintf(buf, n, "%.2f GiB", (double)b / (1ULL << 30));
-	else
-		snprintf(buf, n, "%.1f MiB", (double)b / (1ULL << 20));
-}
-
-static void print_summary(const struct replay *r, const struct result *res)
-{
-	char h[32];
-
-	printf("%-16s %s\n", "trace", r->a->trace);
-	printf("%-16s %s", "policy", policy_name[r->a->policy]);
-	if (r->a->policy == P_STALLOC)
-		printf(" (plan %s)",
-		       r->plan_tmp ? "made in-process" : r->plan_path);
-	printf("\n%-16s %" PRIu64 " allocations, %" PRIu64 " frees, %" PRIu64
-	       " markers\n",
-	       "events", r->allocs, r->frees, r->marks);
-	human(res->peak_req, h, sizeof(h));
-	printf("%-16s %14" PRIu64 " B  (%s)\n", "peak requested", res->peak_req,
-	       h);
-	human(res->peak_res, h, sizeof(h));
-	printf("%-16s %14" PRIu64 " B  (%s)\n", "peak reserved", res->peak_res,
-	       h);
-	if (r->torch.have_peak) {
-		human(r->torch.reserved_peak, h, sizeof(h));
-		printf("%-16s %14" PRIu64 " B  (%s, recorded, %s, %s)\n",
-		       "torch reserved", r->torch.reserved_peak, h,
-		       r->torch.allocator, r->torch.source);
-		if (torch_comparable(r))
-			printf("%-16s %+13.2f %%\n", "model vs torch",
-			       100.0 * ((double)res->peak_res /
-						(double)r->torch.reserved_peak -
-					1.0));
-	}
-	printf("%-16s %14.4f\n", "fragmentation", frag(res));
-	printf("%-16s %14.4f\n", "utilisation", util(res));
-	printf("%-16s %14" PRIu64 "\n", "plan hits", res->hits);
-	printf("%-16s %14" PRIu64 "\n", "plan misses", res->misses);
-	printf("%-16s %14" PRIu64 "\n", "dynamic allocs", res->dynamic);
-	printf("%-16s %14" PRIu64 "\n", "driver calls", res->driver);
-	printf("%-16s %14" PRIu64 "\n", "failed allocs", r->failed);
-	printf("%-16s %14" PRIu64 "\n", "overlaps", r->overlaps);
-	printf("%-16s %14.3f ms\n", "replay", r->ms);
-	if (res->has_peak) {
-		size_t i;
-
-		printf("at the reserved peak (allocation %" PRIu64 "):\n",
-		       res->peak.allocs);
-		for (i = 0; i + 1 < ARRAY_LEN(peak_fields); i++) {
-			human(peak_value(&res->peak, i), h, sizeof(h));
-			printf("  %-14s %14" PRIu64 " B  (%s)\n",
-			       peak_fields[i].name, peak_value(&res->peak, i),
-			       h);
-		}
-	}
 }
 
 /* ------------------------------------------------------------ main */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tools/replay/model.h - what caching.c and expandable.c share
+ * tools/cli/replay/model.h - what caching.c and expandable.c share
  *
  * A block is a run of addresses inside one segment: allocated, free and
  * mapped (in its pool's size-ordered set), or -- in expandable segments

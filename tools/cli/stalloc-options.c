@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * tools/stalloc-options.c - every STALLOC_* variable, from the library's
+ * tools/cli/stalloc-options.c - every STALLOC_* variable, from the library's
  * option table
  *
  *   stalloc-options		the table with each variable's value now

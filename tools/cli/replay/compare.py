@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""tools/replay/compare.py - one table: traces x replay policies
+"""tools/cli/replay/compare.py - one table: traces x replay policies
 
     compare.py [--ratio] BUILD_DIR TRACE...
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * tools/stalloc-plan.c - plan a static allocation from a trace or CSV
+ * tools/cli/stalloc-plan.c - plan a static allocation from a trace or CSV
  *
  *   stalloc-plan [-o PLAN] [--json] [--emit-csv FILE] [--budget SEC]
  *                [--time-limit SEC] [--align BYTES] INPUT

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * tools/stalloc-cpu.c - libstalloc-cpu.so, an LD_PRELOAD library that puts
- * PyTorch's CPU tensors into libstalloc (host backend)
+ * tools/preload/stalloc-cpu.c - libstalloc-cpu.so, an LD_PRELOAD library
+ * that puts PyTorch's CPU tensors into libstalloc (host backend)
  *
  * PyTorch 1.13 allocates every CPU tensor in c10::alloc_cpu(), which calls
  * posix_memalign(64, n), and frees it in c10::free_cpu(), which calls

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * tools/replay/expandable.c - a model of PyTorch's expandable segments
+ * tools/cli/replay/expandable.c - a model of PyTorch's expandable segments
  *
  * With expandable_segments:True (CUDACachingAllocator.cpp, Note
  * [Expandable Segments]) a pool does not cudaMalloc one segment per miss:

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * tools/stallocctl.c - look inside a live stalloc process
+ * tools/cli/stallocctl.c - look inside a live stalloc process
  *
  *   stallocctl list [--json]
  *   stallocctl [-p PID | -S SOCKET] [--json] maps|stats|plan|trim|ping
