@@ -117,6 +117,12 @@ static const struct opt table[SA_OPT_NR] = {
 				      NOMAX, NULL, NULL, "2M", "host backend",
 				      "granularity (a power of two, at "
 				      "least the page size)" },
+	[SA_OPT_HOST_FORK] = { "STALLOC_HOST_FORK", T_CHOICE, 0, 0,
+			       (const char *const[]){ "none", "copy", NULL },
+			       "none", "none", "host backend",
+			       "what a forked child gets of the memory: none "
+			       "(as with a GPU) or a private copy (CPU tensors; "
+			       "the LD_PRELOAD library sets it)" },
 	[SA_OPT_LTTNG] = { "STALLOC_LTTNG", T_BOOL, 0, 1, NULL, "0", "0",
 			   "library", "1 loads the lttng-ust provider" },
 	[SA_OPT_LTTNG_LIB] = { "STALLOC_LTTNG_LIB", T_PATH, 0, 0, NULL, NULL,

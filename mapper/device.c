@@ -224,6 +224,8 @@ static void fork_child(void)
 		if (!d)
 			continue;
 		sa_mutex_unlock(&d->lock);
+		/* the policy of host memory at fork (vmm/backend-host.c) */
+		vmm_fork_child_copy(d->vmm);
 		d->orphan_next = mdev_orphans[i];
 		mdev_orphans[i] = d;
 		mdev_table[i] = NULL; /* left to the parent */

@@ -431,6 +431,49 @@ static void test_fork_child_untouched(void **state)
 	assert_true(fx_check(backend, va_at(f, 0), f->chunk, 5));
 }
 
+/*
+ * STALLOC_HOST_FORK=copy (host backend): a child keeps a private copy of
+ * the memory -- it reads what the parent wrote, its writes never reach the
+ * parent.  Default: the child inherits none of it.
+ */
+static void test_fork_copy(void **state)
+{
+	struct vmm_config cfg = { .backend = "host",
+				  .va_bytes = 64 * chunk,
+				  .chunk_bytes = chunk,
+				  .host_device_bytes = 64 * chunk };
+	volatile unsigned char *p;
+	struct vmm_space *s;
+	int status;
+	pid_t pid;
+
+	(void)state;
+	if (strcmp(backend, "host"))
+		skip();
+	setenv("STALLOC_HOST_FORK", "copy", 1);
+	assert_int_equal(vmm_space_create(&cfg, &s), 0);
+	unsetenv("STALLOC_HOST_FORK");
+	assert_int_equal(vmm_map(s, vmm_base(s), 2 * chunk), 0);
+	p = (volatile unsigned char *)(uintptr_t)vmm_base(s);
+	memset((void *)(uintptr_t)p, 7, 2 * chunk);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		vmm_fork_child_copy(s);
+		/* the parent's bytes, and a write of its own */
+		if (p[0] != 7 || p[2 * chunk - 1] != 7)
+			_exit(1);
+		p[0] = 9;
+		p[chunk] = 9;
+		_exit(p[0] == 9 ? 0 : 2);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_int_equal(p[0], 7); /* the child's writes stayed there */
+	assert_int_equal(p[chunk], 7);
+	vmm_space_destroy(s);
+}
+
 /* ------------------------------------------------------------ segments */
 
 static void test_unmap_whole_segments(void **state)
@@ -952,6 +995,7 @@ int main(int argc, char **argv)
 		T(test_primary_context),
 		T(test_fork_lock_held),
 		cmocka_unit_test(test_segments_fewer_calls),
+		cmocka_unit_test(test_fork_copy),
 		cmocka_unit_test(test_config_errors),
 		cmocka_unit_test(test_chunk_multiple),
 #undef T

@@ -11,9 +11,13 @@
  * access rights until ->set_access, as on CUDA.  Destroying a chunk punches
  * its pages out of the memfd, so memory really goes back to the system.
  *
- * Reservations and mappings are marked MADV_DONTFORK: a forked child does
- * not inherit device memory (as with CUDA) and its writes can never reach
- * the parent's tensors.
+ * Fork: by default reservations and mappings are marked MADV_DONTFORK, so
+ * a forked child does not inherit device memory (as with CUDA) and its
+ * writes can never reach the parent's tensors.  With STALLOC_HOST_FORK=copy
+ * (CPU tensors, which a DataLoader worker reads) they are inherited, and
+ * the child replaces the shared pages with a private copy right after fork
+ * (vmm_fork_child_copy()), so again its writes stay its own.  This is the
+ * one place the policy is decided.
  *
  * Locking: none of its own; the vmm core serialises calls per instance
  * (see the preconditions in backend.h).  ->synchronize has nothing to wait
@@ -155,6 +159,13 @@ static void host_close(struct vmm_backend *be)
 	be->priv = NULL;
 }
 
+/* Keep device memory out of forked children, unless they get a copy. */
+static void host_dontfork(const struct vmm_backend *be, void *p, size_t size)
+{
+	if (!be->host_fork_copy)
+		madvise(p, size, MADV_DONTFORK);
+}
+
 static int host_reserve_va(struct vmm_backend *be, size_t size, size_t align,
 			   uint64_t *va)
 {
@@ -175,7 +186,7 @@ static int host_reserve_va(struct vmm_backend *be, size_t size, size_t align,
 		munmap(m, start - p);
 	if (start + size < p + span)
 		munmap((void *)(start + size), p + span - (start + size));
-	madvise((void *)start, size, MADV_DONTFORK);
+	host_dontfork(be, (void *)start, size);
 	*va = start;
 	return 0;
 }
@@ -237,7 +248,7 @@ static int host_map(struct vmm_backend *be, uint64_t va, size_t size,
 	if (mmap(p, size, PROT_NONE, MAP_SHARED | MAP_FIXED, h->fd,
 		 (off_t)off) == MAP_FAILED)
 		return host_errno(be, "mmap(MAP_FIXED)", va, size);
-	madvise(p, size, MADV_DONTFORK);
+	host_dontfork(be, p, size);
 	return 0;
 }
 
@@ -250,7 +261,7 @@ static int host_unmap(struct vmm_backend *be, uint64_t va, size_t size)
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1,
 		 0) == MAP_FAILED)
 		return host_errno(be, "mmap(hole)", va, size);
-	madvise(p, size, MADV_DONTFORK);
+	host_dontfork(be, p, size);
 	return 0;
 }
 

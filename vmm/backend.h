@@ -131,6 +131,8 @@ struct vmm_backend_ops {
  * @info: filled by @ops->open
  * @host_device_bytes: host backend: device memory to pretend (0: default)
  * @host_granularity: host backend: granularity (0: default 2 MiB)
+ * @host_fork_copy: host backend: a forked child keeps a private copy of
+ *	the memory (STALLOC_HOST_FORK=copy) instead of none of it
  * @peers: which other devices to grant access: NULL or "all" (those that
  *	can access this one), "none", or a comma list of ordinals
  * @peer_mask: filled by @ops->open: devices granted access besides
@@ -145,6 +147,7 @@ struct vmm_backend {
 	struct vmm_backend_info info;
 	uint64_t host_device_bytes;
 	size_t host_granularity;
+	bool host_fork_copy;
 	const char *peers;
 	uint64_t peer_mask;
 	void *priv;

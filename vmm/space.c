@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "../lib/options.h"
@@ -58,6 +59,39 @@ static void vmm_atfork_register(void)
 		sa_log(STALLOC_LOG_ERROR,
 		       "vmm: pthread_atfork failed: a forked child cannot "
 		       "tell that its spaces belong to the parent");
+}
+
+void vmm_fork_child_copy(struct vmm_space *s)
+{
+	uint64_t i, n;
+
+	/* (called before vmm's own child handler: vmm_forked() may not say) */
+	if (!s->be.host_fork_copy || s->be.ops != &vmm_host_ops)
+		return;
+	/* the child is single-threaded here: the table is read as it is */
+	for (i = 0; i < s->nr_slots; i += n ? n : 1) {
+		const struct vmm_ment *e = s->slots[i];
+		void *at, *tmp;
+		size_t len;
+
+		n = 0;
+		if (!e || e->first != i)
+			continue;
+		n = e->seg->nr;
+		at = (void *)(uintptr_t)vmm_slot_va(s, i);
+		len = n * s->chunk;
+		tmp = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (tmp != MAP_FAILED) {
+			memcpy(tmp, at, len);
+			if (mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
+				   at) != MAP_FAILED)
+				continue;
+			munmap(tmp, len);
+		}
+		/* no memory for a copy: the child may read, never write */
+		mprotect(at, len, PROT_READ);
+	}
 }
 
 bool vmm_forked(const struct vmm_space *s)
@@ -196,6 +230,13 @@ static int vmm_open_backend(struct vmm_space *s, const struct vmm_config *cfg)
 	s->be.peers = cfg->peers ? cfg->peers : sa_opt_raw(SA_OPT_PEERS);
 	err = vmm_setting(cfg->host_device_bytes, SA_OPT_HOST_MEM, 0,
 			  &s->be.host_device_bytes);
+	if (!err) {
+		unsigned int k;
+
+		/* the table's order: none, copy */
+		err = sa_opt_choice(SA_OPT_HOST_FORK, &k);
+		s->be.host_fork_copy = k == 1;
+	}
 	if (!err) {
 		uint64_t g;
 

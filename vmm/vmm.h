@@ -152,6 +152,15 @@ void vmm_space_destroy(struct vmm_space *s);
  * vmm_space_destroy() only frees host memory.
  */
 bool vmm_forked(const struct vmm_space *s);
+/*
+ * In a forked child, right after fork (the caller knows it is one): with
+ * the host backend and
+ * STALLOC_HOST_FORK=copy, replace every mapping the child inherited (shared
+ * with the parent) by a private copy, so that the child reads what the
+ * parent had and its writes stay its own.  Nothing otherwise.  No lock, no
+ * malloc: for an atfork child handler.
+ */
+void vmm_fork_child_copy(struct vmm_space *s);
 
 /* Geometry: start and size of the reservation, chunk size, backend. */
 uint64_t vmm_base(const struct vmm_space *s);

@@ -37,11 +37,13 @@
  *   order never shows two live blocks overlapping when none did.
  *
  * Fork: the host backend maps memfd pages MAP_SHARED, so a child would
- * write into its parent's tensors.  The child handler replaces every shared
- * mapping in the reservation by a private copy and stops routing: the
- * child's new tensors come from glibc, its frees of inherited stalloc
- * blocks are dropped (they are the parent's to free), and it never takes a
- * lock another thread of the parent may have held at fork.
+ * write into its parent's tensors.  STALLOC_HOST_FORK=copy (set here) makes
+ * the host backend's fork policy give the child a private copy of every
+ * mapping (vmm/backend-host.c, the one place that policy lives); this
+ * library's child handler only stops routing: the child's new tensors come
+ * from glibc, its frees of inherited stalloc blocks are dropped (they are
+ * the parent's to free), and it never takes a lock another thread of the
+ * parent may have held at fork.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -53,7 +55,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <stalloc/stalloc.h>
@@ -61,7 +62,6 @@
 #define CPU_API __attribute__((visibility("default")))
 #define CPU_MIN_DEFAULT 1024
 #define LOG_BUF_SIZE 65536
-#define MAX_PRIV_RANGES 1024
 
 /* glibc's own allocator entry points (exported by libc.so.6). */
 extern void *__libc_memalign(size_t alignment, size_t size);
@@ -374,161 +374,30 @@ CPU_API void free(void *ptr)
 
 /* ------------------------------------------------------ fork */
 
-struct prange {
-	uintptr_t lo, hi;
-	int prot;
-	bool shared;
-};
-
-/* the reservation's mappings, read before fork; the child's shared ones */
-static struct prange fork_ranges[MAX_PRIV_RANGES];
-static int nr_fork_ranges;
-static struct prange child_ranges[MAX_PRIV_RANGES];
-
-static uintptr_t parse_hex(const char **s)
-{
-	uintptr_t v = 0;
-
-	for (;; (*s)++) {
-		char c = **s;
-
-		if (c >= '0' && c <= '9')
-			v = v * 16 + (uintptr_t)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			v = v * 16 + (uintptr_t)(c - 'a' + 10);
-		else
-			return v;
-	}
-}
-
-/* One line of /proc/self/maps: keep the mappings inside the reservation. */
-static void maps_line(const char *s, struct prange *out, int *n)
-{
-	struct prange r = { 0 };
-
-	r.lo = parse_hex(&s);
-	if (*s++ != '-')
-		return;
-	r.hi = parse_hex(&s);
-	/* the permissions: four characters, e.g. "rw-s" */
-	if (*s++ != ' ' || !s[0] || !s[1] || !s[2] || !s[3] ||
-	    *n == MAX_PRIV_RANGES || !stalloc_owns((void *)r.lo, 0))
-		return;
-	if (s[0] == 'r')
-		r.prot |= PROT_READ;
-	if (s[1] == 'w')
-		r.prot |= PROT_WRITE;
-	r.shared = s[3] == 's';
-	out[(*n)++] = r;
-}
-
 /*
- * Read the reservation's mappings into @out (at most MAX_PRIV_RANGES):
- * collected first, acted on later, since remapping while reading the file
- * would race with it.  No malloc: this runs around fork.
- */
-static int collect_ranges(struct prange *out)
-{
-	char buf[4096], line[512];
-	size_t ll = 0;
-	ssize_t r, i;
-	int fd, n = 0;
-
-	fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	while ((r = read(fd, buf, sizeof(buf))) > 0) {
-		for (i = 0; i < r; i++) {
-			if (buf[i] != '\n') {
-				if (ll < sizeof(line) - 1)
-					line[ll++] = buf[i];
-				continue;
-			}
-			line[ll] = '\0';
-			maps_line(line, out, &n);
-			ll = 0;
-		}
-	}
-	close(fd);
-	return n;
-}
-
-/* Give the child a private copy of every shared page of the reservation. */
-static void privatize(void)
-{
-	int i, n = collect_ranges(child_ranges);
-
-	for (i = 0; i < n; i++) {
-		struct prange *pr = &child_ranges[i];
-		size_t len = pr->hi - pr->lo;
-		void *at = (void *)pr->lo;
-		void *tmp;
-
-		if (!pr->shared)
-			continue;
-		tmp = mmap(NULL, len, PROT_READ | PROT_WRITE,
-			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (tmp != MAP_FAILED) {
-			if (pr->prot & PROT_READ)
-				memcpy(tmp, at, len);
-			if (!mprotect(tmp, len, pr->prot) &&
-			    mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
-				   at) != MAP_FAILED)
-				continue;
-			munmap(tmp, len);
-		}
-		/* no memory for a copy: the child may read, never write */
-		mprotect(at, len, pr->prot & PROT_READ);
-	}
-}
-
-/*
- * The host backend marks stalloc's memory MADV_DONTFORK (a GPU's memory is
- * not inherited), but a CPU tensor must be: a child reads the tensors it
- * inherits (a DataLoader worker, say).  Around fork the reservation is
- * inheritable; the child then copies the shared pages, the parent marks
- * them MADV_DONTFORK again.
+ * What a child gets of the tensors is the host backend's fork policy
+ * (STALLOC_HOST_FORK=copy, set below: a private copy of every mapping, made
+ * by the runtime's own fork handler).  Here only the log: its lock is held
+ * across fork, and the child starts with an empty buffer and no file.
  */
 static void fork_prepare(void)
 {
-	int i;
-
 	pthread_mutex_lock(&log_lock);
-	nr_fork_ranges = 0;
-	if (in_child || !c10_hi)
-		return;
-	nr_fork_ranges = collect_ranges(fork_ranges);
-	for (i = 0; i < nr_fork_ranges; i++)
-		madvise((void *)fork_ranges[i].lo,
-			fork_ranges[i].hi - fork_ranges[i].lo, MADV_DOFORK);
 }
 
 static void fork_parent(void)
 {
-	int i;
-
-	for (i = 0; i < nr_fork_ranges; i++)
-		madvise((void *)fork_ranges[i].lo,
-			fork_ranges[i].hi - fork_ranges[i].lo, MADV_DONTFORK);
 	pthread_mutex_unlock(&log_lock);
 }
 
 static void fork_child(void)
 {
-	bool had = nr_fork_ranges > 0;
-
 	in_child = true;
 	log_len = 0;
 	if (log_fd >= 0)
 		close(log_fd);
 	log_fd = -1;
 	pthread_mutex_unlock(&log_lock);
-	if (had)
-		privatize();
-	else if (nr_fork_ranges < 0)
-		warn_msg("stalloc-cpu: warning: fork: cannot read "
-			 "/proc/self/maps: the child cannot read the parent's "
-			 "tensors\n");
 }
 
 /* ------------------------------------------------------ set-up, exit */
@@ -603,6 +472,8 @@ static void __attribute__((constructor)) cpu_init(void)
 			"use the host backend\n",
 			be ? be : "(not accepted)");
 	setenv("STALLOC_BACKEND", "host", 1);
+	/* a child (a DataLoader worker) reads the tensors it inherits */
+	setenv("STALLOC_HOST_FORK", "copy", 1);
 	/* the runtime's one-time warnings (bad plan, ...) must be seen */
 	setenv("STALLOC_LOG", "warn", 0);
 	read_min();
