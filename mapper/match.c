@@ -284,8 +284,12 @@ static bool reuse(struct matcher *m, const struct plan_dyn *d, uint64_t size,
 static int map_slot(struct matcher *m, uint64_t off, uint64_t size)
 {
 	uint64_t got = 0;
-	int err = vmm_map_missing(m->vmm, m->base + off, size, &got);
+	int err;
 
+	/* only the matcher maps the pool: once all of it is, nothing to do */
+	if (likely(m->mapped_bytes >= m->pool_bytes))
+		return 0;
+	err = vmm_map_missing(m->vmm, m->base + off, size, &got);
 	m->mapped_bytes += got;
 	return err;
 }
