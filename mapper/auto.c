@@ -90,17 +90,22 @@ static void *auto_planner(void *arg)
 }
 
 /* Switch to the plan found without markers (device lock held). */
-static bool auto_switch(struct mdev *d)
+/*
+ * Serve from @p (owned from now on), made in-process: from the marker being
+ * handled, or (@synced) from the next iteration start the requests show.
+ * Device lock held.
+ */
+static bool auto_use(struct mdev *d, struct stalloc_plan *p, bool synced)
 {
-	struct stalloc_plan *p = d->auto_plan;
-
-	d->auto_plan = NULL;
 	if (match_init(&d->match, p, d->vmm, &d->ss))
 		return false;
-	match_start_synced(&d->match);
-	snprintf(d->plan_path, sizeof(d->plan_path),
-		 "%.4000s (auto, iterations found without markers)",
-		 d->auto_path);
+	if (synced)
+		match_start_synced(&d->match);
+	else
+		match_start_planned(&d->match);
+	snprintf(d->plan_path, sizeof(d->plan_path), "%.4000s (auto%s)",
+		 d->auto_path,
+		 synced ? ", iterations found without markers" : "");
 	/* stalloc_free reads it without the lock */
 	__atomic_store_n(&d->planned, true, __ATOMIC_RELEASE);
 	return true;
@@ -119,7 +124,8 @@ void dev_auto_tick(struct mdev *d)
 		__atomic_store_n(&d->auto_next_try, UINT64_MAX,
 				 __ATOMIC_RELAXED);
 	} else if (d->auto_plan) {
-		switched = auto_switch(d);
+		switched = auto_use(d, d->auto_plan, true);
+		d->auto_plan = NULL;
 	} else if (d->auto_busy) {
 		__atomic_store_n(&d->auto_next_try, n + AUTO_POLL,
 				 __ATOMIC_RELAXED);
@@ -213,14 +219,8 @@ void dev_auto_mark(struct mdev *d)
 		d->mode = MDEV_OFF;
 		p = NULL;
 	}
-	if (p && !match_init(&d->match, p, d->vmm, &d->ss)) {
-		/* the marker being handled starts a planned iteration */
-		match_start_planned(&d->match);
-		snprintf(d->plan_path, sizeof(d->plan_path), "%.4000s (auto)",
-			 d->auto_path);
-		/* stalloc_free reads it without the lock */
-		__atomic_store_n(&d->planned, true, __ATOMIC_RELEASE);
-	}
+	if (p)
+		auto_use(d, p, false);
 	sa_mutex_unlock(&d->lock);
 	if (d->planned)
 		sa_log(STALLOC_LOG_INFO,

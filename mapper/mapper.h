@@ -160,6 +160,11 @@ struct mpool;
 
 void dyn_init(struct dyn_region *d, struct vmm_space *vmm, uint64_t base,
 	      uint64_t end, struct sstreams *ss);
+/* Bytes in allocated blocks (a slab's block counts whole). */
+static inline uint64_t dyn_used_bytes(const struct dyn_region *d)
+{
+	return d->top - d->base - d->free_bytes;
+}
 /*
  * Best fit of @size bytes for stream slot @slot among the free blocks
  * ready for it (streams.h); its pages are mapped and @slot waits for the

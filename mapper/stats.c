@@ -38,9 +38,8 @@ void dev_peak_take(struct mdev *d)
 {
 	struct stalloc_peak *p = &d->peak;
 	uint64_t mapped = vmm_mapped_bytes(d->vmm), pool_mapped = 0;
-	uint64_t blocks = d->dyn.top - d->dyn.base - d->dyn.free_bytes +
-			  d->slab_dyn.top - d->slab_dyn.base -
-			  d->slab_dyn.free_bytes;
+	uint64_t blocks =
+		dyn_used_bytes(&d->dyn) + dyn_used_bytes(&d->slab_dyn);
 	uint64_t dyn_mapped;
 
 	p->reserved = vmm_phys_bytes(d->vmm);
@@ -62,17 +61,26 @@ void dev_peak_take(struct mdev *d)
 	p->cached = p->reserved > mapped ? p->reserved - mapped : 0;
 }
 
-int stalloc_peak(int device, struct stalloc_peak *p)
+/* The state of @device for a query: -EINVAL out of range, -ENOENT unused. */
+static int dev_used(int device, struct mdev **out)
 {
-	struct mdev *d;
-
 	if (device < 0 || device >= MAPPER_MAX_DEVICES)
 		return sa_error(-EINVAL, "runtime: device %d out of range",
 				device);
-	d = dev_peek(device);
-	if (!d)
+	*out = dev_peek(device);
+	if (!*out)
 		return sa_error(-ENOENT, "runtime: device %d was never used",
 				device);
+	return 0;
+}
+
+int stalloc_peak(int device, struct stalloc_peak *p)
+{
+	struct mdev *d;
+	int err = dev_used(device, &d);
+
+	if (err)
+		return err;
 	sa_mutex_lock(&d->lock);
 	*p = d->peak;
 	sa_mutex_unlock(&d->lock);
@@ -83,15 +91,10 @@ int stalloc_stats(int device, struct stalloc_stats *st)
 {
 	struct vmm_stats vs;
 	struct mdev *d;
-	int k;
+	int k, err = dev_used(device, &d);
 
-	if (device < 0 || device >= MAPPER_MAX_DEVICES)
-		return sa_error(-EINVAL, "runtime: device %d out of range",
-				device);
-	d = rcu_dereference(mdev_table[device]);
-	if (!d)
-		return sa_error(-ENOENT, "runtime: device %d was never used",
-				device);
+	if (err)
+		return err;
 	sa_mutex_lock(&d->lock);
 	*st = d->st;
 	st->bad_frees = __atomic_load_n(&d->st.bad_frees, __ATOMIC_RELAXED);
@@ -110,14 +113,10 @@ int stalloc_stats(int device, struct stalloc_stats *st)
 int stalloc_reset_peak(int device)
 {
 	struct mdev *d;
+	int err = dev_used(device, &d);
 
-	if (device < 0 || device >= MAPPER_MAX_DEVICES)
-		return sa_error(-EINVAL, "runtime: device %d out of range",
-				device);
-	d = rcu_dereference(mdev_table[device]);
-	if (!d)
-		return sa_error(-ENOENT, "runtime: device %d was never used",
-				device);
+	if (err)
+		return err;
 	sa_mutex_lock(&d->lock);
 	d->st.allocated_peak = d->st.allocated;
 	sa_mutex_unlock(&d->lock);
