@@ -42,6 +42,7 @@ import glob
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -447,6 +448,8 @@ def main():
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--granularity", type=int, default=0,
                     help="stalloc/off chunk size (default: libstalloc's)")
+    ap.add_argument("--only", metavar="REGEX",
+                    help="measure only the workloads whose name matches")
     ap.add_argument("build")
     ap.add_argument("shared")
     a = ap.parse_args()
@@ -456,6 +459,8 @@ def main():
                              "(make all)\n")
             return 1
     ws, notes = workloads(a.size, a.build, a.shared)
+    if a.only:
+        ws = [w for w in ws if re.search(a.only, w["name"])]
     t0 = time.monotonic()
     print(f"bench-suite ({a.size}): {len(ws)} workloads, {a.jobs} jobs; "
           "overheads in % of peak requested; calls/iter = driver calls "

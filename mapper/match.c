@@ -321,11 +321,33 @@ static bool fits(const struct matcher *m, uint32_t pos, uint64_t size,
 	return false;
 }
 
+/* Position @k takes requests of varying sizes (no static entry). */
+static bool is_dyn(const struct matcher *m, uint32_t k)
+{
+	return entry_at(m, k) < 0 && m->dyn_of[k] >= 0;
+}
+
 /* The position near the cursor this request matches, or -1. */
 static int64_t find_pos(const struct matcher *m, uint64_t size)
 {
 	uint32_t n = m->plan->nr_positions, k;
 
+	/*
+	 * A dynamic position takes whatever comes: its sizes vary (MoE
+	 * routing), so a size says nothing there.  Just after a run of them
+	 * the job may be ahead of the cursor (it issued fewer than planned:
+	 * an expert with no tokens), so an exact match ahead comes before a
+	 * looser one at the cursor.
+	 */
+	if (m->cursor < n && is_dyn(m, m->cursor))
+		return m->cursor;
+	if (m->cursor < n && fits(m, m->cursor, size, false))
+		return m->cursor;
+	if (m->cursor > 0 && is_dyn(m, m->cursor - 1))
+		for (k = 1; k <= MATCH_AHEAD && m->cursor + k < n; k++)
+			if (!is_dyn(m, m->cursor + k) &&
+			    fits(m, m->cursor + k, size, false))
+				return m->cursor + k;
 	if (m->cursor < n && fits(m, m->cursor, size, true))
 		return m->cursor;
 	for (k = 1; k <= MATCH_AHEAD && m->cursor + k < n; k++)
