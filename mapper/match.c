@@ -7,10 +7,12 @@
  * which create optimizer state) it counts prologue allocations and serves
  * the persistent ones.  In a planned iteration, a request is matched to a
  * position near the cursor: the cursor's own position takes any request no
- * larger than its slot; the next MATCH_AHEAD positions and the
- * MATCH_BEHIND before take a request of exactly their planned size (or, for
- * a dynamic position, of a size in its range).  The cursor then moves past
- * the match.  So an inserted request matches nothing and leaves the cursor
+ * larger than its slot, and a dynamic one any request at all (its sizes
+ * vary); the next MATCH_AHEAD positions and the MATCH_BEHIND before take a
+ * request of exactly their planned size (or, for a dynamic position, of a
+ * size in its range) -- right after a run of dynamic positions, before the
+ * cursor's loose fit, since the job may have issued fewer of them.  The
+ * cursor then moves past the match.  So an inserted request matches nothing and leaves the cursor
  * where it was, a missing one is skipped over, a resized one costs itself
  * only: never a cascade of misses.
  *
