@@ -451,6 +451,40 @@ bool match_alloc(struct matcher *m, uint64_t size, uint64_t id, void *stream,
 	return hit;
 }
 
+/*
+ * The warm-up's last iteration (markers seen; the one before the first
+ * planned iteration) issues a steady iteration's requests among the
+ * optimizer state it creates.  Those are matched as in a planned iteration
+ * and served at their slots where free -- the plan keeps them clear of the
+ * persistent entries -- so that the warm-up does not build a dynamic region
+ * of its own beside the pool; one that matches nothing is served
+ * dynamically, and is no miss.  After MATCH_MISFIT_MISSES of those the
+ * warm-up is not like the steady iteration (a first iteration that
+ * allocates differently): the rest of it is served dynamically, so that
+ * few of its blocks stand in the planned iterations' way.
+ */
+static bool warm_place(struct matcher *m, uint64_t asize, void *stream,
+		       uint64_t *addr, uint32_t *ent)
+{
+	int64_t pos;
+	int32_t e;
+
+	if (m->iter_misses > MATCH_MISFIT_MISSES)
+		return false; /* this warm-up is not the steady iteration */
+	pos = find_pos(m, asize);
+	if (pos < 0) {
+		m->iter_misses++;
+		return false;
+	}
+	m->cursor = (uint32_t)pos + 1;
+	e = entry_at(m, (uint32_t)pos);
+	if (e >= 0)
+		return serve(m, e, stream, addr, ent) ||
+		       (m->iter_misses++, false);
+	*ent = MATCH_REUSED;
+	return reuse(m, &m->plan->dyn[m->dyn_of[pos]], asize, stream, addr);
+}
+
 static bool match_place(struct matcher *m, uint64_t size, void *stream,
 			uint64_t *addr, uint32_t *ent, bool *miss)
 {
@@ -476,8 +510,14 @@ static bool match_place(struct matcher *m, uint64_t size, void *stream,
 		missed_marker(m, asize);
 	if (m->disabled)
 		return false;
-	if (m->marks <= m->plan->warmup)
-		return prologue_alloc(m, asize, stream, addr, ent, miss);
+	if (m->marks <= m->plan->warmup) {
+		if (prologue_alloc(m, asize, stream, addr, ent, miss))
+			return true;
+		if (*miss || !m->marked || !m->marks ||
+		    m->marks != m->plan->warmup)
+			return false;
+		return warm_place(m, asize, stream, addr, ent);
+	}
 	pos = find_pos(m, asize);
 	if (pos < 0) {
 		*miss = true; /* not what the plan expects here */

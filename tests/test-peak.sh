@@ -5,7 +5,8 @@
 # outside: at the reserved peak of a replayed run every reserved byte is in
 # exactly one place (the parts add up to the peak, which is the run's
 # reserved peak), the planned part holds the plan's requests, and a plan
-# the run follows leaves no warm-up leftover to speak of.  Prints TAP.
+# the run follows leaves no warm-up leftover to speak of, and the warm-up
+# iteration is served from the plan (the hand-over).  Prints TAP.
 set -u
 O=${O:-build}
 R="$O/stalloc-replay"
@@ -41,6 +42,47 @@ for t in gpt-dense gpt-moe; do
 	[ $? != 0 ]
 	ok $? "$t under the caching model: no runtime accounting printed"
 done
+
+# the warm-up hand-over: the warm-up iteration's own requests are served
+# at their planned slots, so that no dynamic region grows beside the pool
+# before the plan takes over -- a planned run reserves less than off
+S="$O/stalloc-synth"
+"$S" -o "$tmp/w.trace" --layers 8 --hidden 1024 --heads 16 --seq 1024 \
+	--micro-batches 8 --stages 2 --recompute selective &&
+	"$O/stalloc-plan" -o "$tmp/w.plan" "$tmp/w.trace" >/dev/null &&
+	"$R" --json --plan "$tmp/w.plan" "$tmp/w.trace" >"$tmp/w.json" &&
+	"$R" --json --policy off "$tmp/w.trace" >"$tmp/w.off.json" &&
+	python3 - "$tmp/w.json" "$tmp/w.off.json" <<'PY'
+import json, sys
+d, off = (json.load(open(a)) for a in sys.argv[1:3])
+p = d["peak_accounting"]
+print(f"# reserved {d['peak_reserved_bytes']} off {off['peak_reserved_bytes']}"
+      f" dyn_live {p['dyn_live']} dyn_free {p['dyn_free']}"
+      f" misses {d['plan_misses']}")
+assert d["plan_misses"] == 0, d
+assert p["dyn_live"] + p["dyn_free"] == 0, p
+assert d["peak_reserved_bytes"] < off["peak_reserved_bytes"], (d, off)
+PY
+ok $? "warm-up served from the plan: no dynamic memory at the peak, below off"
+
+# a warm-up unlike the steady iterations (the CPU MoE run's first step):
+# matching it stops early, and its blocks stay out of the plan's way
+python3 - "$W/cpu-torch/gpt-moe.trace" "$tmp/gm.trace" <<'PY'
+import sys
+lines = open(sys.argv[1]).read().split("\n")
+marks = [i for i, l in enumerate(lines)
+         if l.split()[:1] == ["m"] and l.split()[2:3] == ["iteration"]]
+open(sys.argv[2], "w").write("\n".join(lines[:marks[3]]) + "\n")
+PY
+"$O/stalloc-plan" -o "$tmp/gm.plan" "$tmp/gm.trace" >/dev/null &&
+	"$R" --json --plan "$tmp/gm.plan" "$W/cpu-torch/gpt-moe.trace" \
+		>"$tmp/gm.json" &&
+	python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("# hits", d["plan_hits"], "misses", d["plan_misses"])
+sys.exit(0 if d["plan_hits"] and d["plan_misses"] == 0 else 1)' "$tmp/gm.json"
+ok $? "gpt-moe planned from its first iterations: no miss after its warm-up"
 
 "$R" "$W/cpu-torch/gpt-dense.trace" >"$tmp/text"
 grep -q "^at the reserved peak" "$tmp/text" && grep -q "  pool_used" "$tmp/text"

@@ -213,15 +213,20 @@ def model_suite(tmp, lib, plan_tool, name, flags, iters):
        "aligned" % (name, allocs), err)
 
     # independent count: persistent requests plus every allocation of the
-    # steady iterations (all but the prologue and the first iteration)
+    # steady iterations (all but the prologue and the first iteration),
+    # plus those of the warm-up iteration (the first) matched to their
+    # steady slots: at most all of the prologue's and the first's
     counts = trace_counts(trace)
     steady = sum(counts[2:])
+    warm = counts[0] + counts[1]
     dyn = js["dynamic_requests"] * js["steady_iterations"]
     if js["dynamic_requests"] == 0:
-        ok(st.get("plan_hits") == js["persistent_requests"] + steady,
+        hits = st.get("plan_hits", 0)
+        ok(js["persistent_requests"] + steady <= hits <= warm + steady,
            "%s: every steady request hits the plan (%s hits = %d persistent "
-           "+ %d steady)" % (name, st.get("plan_hits"),
-                             js["persistent_requests"], steady), st)
+           "+ %d steady + %d of the warm-up's)" % (
+               name, hits, js["persistent_requests"], steady,
+               hits - js["persistent_requests"] - steady), st)
         peak, lb = st.get("mapped_peak", 0), js["lower_bound"]
         ok(lb > 0 and lb <= peak <= lb * 1.02,
            "%s: peak mapped %d within 2%% of the lower bound %d (+%.2f%%)" %
@@ -229,10 +234,11 @@ def model_suite(tmp, lib, plan_tool, name, flags, iters):
     else:
         hits = st.get("plan_hits", 0)
         want = js["persistent_requests"] + steady - dyn
-        ok(hits == want,
+        ok(want <= hits <= want + counts[1],
            "%s: every steady static request hits the plan (%d = %d "
-           "persistent + %d steady - %d dynamic)" % (
-               name, hits, js["persistent_requests"], steady, dyn), st)
+           "persistent + %d steady - %d dynamic + %d of the warm-up's)" % (
+               name, hits, js["persistent_requests"], steady, dyn,
+               hits - want), st)
         note("%s: hit rate %.1f%% of the steady requests (%d of %d; the "
              "rest are dynamic), %.1f%% of all %d routed; peak mapped %d, "
              "lower bound %d (+%.1f%%)" % (
