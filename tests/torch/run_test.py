@@ -239,8 +239,9 @@ def model_suite(tmp, lib, plan_tool, name, flags, iters):
            "persistent + %d steady - %d dynamic + %d of the warm-up's)" % (
                name, hits, js["persistent_requests"], steady, dyn,
                hits - want), st)
-        note("%s: hit rate %.1f%% of the steady requests (%d of %d; the "
-             "rest are dynamic), %.1f%% of all %d routed; peak mapped %d, "
+        note("%s: %.1f%% of the steady requests' count hit (%d of %d, the "
+             "warm-up's hits included; the rest are dynamic), %.1f%% of all "
+             "%d routed; peak mapped %d, "
              "lower bound %d (+%.1f%%)" % (
                  name, 100.0 * (hits - js["persistent_requests"]) /
                  max(steady, 1), hits - js["persistent_requests"], steady,
