@@ -228,34 +228,64 @@ void dev_auto_mark(struct mdev *d)
 		       d->device);
 }
 
+/* "iteration" markers before any device existed (stalloc_mark). */
+static unsigned long early_marks;
+
+/* A marker for device @d: recorded, counted in auto mode, matched. */
+static void dev_mark(struct mdev *d, const char *label, bool iteration)
+{
+	bool ok;
+
+	if (d->rec)
+		trec_mark(d->rec, label);
+	if (d->mode == MDEV_AUTO && iteration && !d->planned)
+		dev_auto_mark(d);
+	if (!d->planned || !iteration)
+		return;
+	sa_mutex_lock(&d->lock);
+	ok = match_iteration(&d->match);
+	dev_warmup_done(d);
+	sa_mutex_unlock(&d->lock);
+	if (!ok)
+		sa_log(STALLOC_LOG_WARN,
+		       "runtime: device %d: the plan does not fit this "
+		       "workload (fingerprint 0x%016llx, most planned "
+		       "requests differ): continuing in off mode",
+		       d->device,
+		       (unsigned long long)d->match.plan->fingerprint);
+}
+
+/*
+ * A job that marks its first iteration before its first allocation (the
+ * loop's top comes first) marks it before the device exists: the device
+ * takes that marker when it is made, so that its recording starts with it
+ * -- as an imported recording does -- and a plan's warm-up is counted from
+ * it.  Several such markers count as one: the device's life begins in the
+ * last of those iterations.
+ */
+void dev_mark_early(struct mdev *d)
+{
+	if (__atomic_load_n(&early_marks, __ATOMIC_RELAXED))
+		dev_mark(d, "iteration", true);
+}
+
+void dev_marks_forget(void)
+{
+	__atomic_store_n(&early_marks, 0, __ATOMIC_RELAXED);
+}
+
 void stalloc_mark(const char *label)
 {
 	bool iteration = label && !strcmp(label, "iteration");
 	int i;
 
 	sa_trace(mark, label ? label : "mark");
+	if (iteration)
+		__atomic_add_fetch(&early_marks, 1, __ATOMIC_RELAXED);
 	for (i = 0; i < MAPPER_MAX_DEVICES; i++) {
 		struct mdev *d = rcu_dereference(mdev_table[i]);
-		bool ok = true;
 
-		if (!d)
-			continue;
-		if (d->rec)
-			trec_mark(d->rec, label ? label : "mark");
-		if (d->mode == MDEV_AUTO && iteration && !d->planned)
-			dev_auto_mark(d);
-		if (!d->planned || !iteration)
-			continue;
-		sa_mutex_lock(&d->lock);
-		ok = match_iteration(&d->match);
-		dev_warmup_done(d);
-		sa_mutex_unlock(&d->lock);
-		if (!ok)
-			sa_log(STALLOC_LOG_WARN,
-			       "runtime: device %d: the plan does not fit this "
-			       "workload (fingerprint 0x%016llx, most planned "
-			       "requests differ): continuing in off mode",
-			       d->device,
-			       (unsigned long long)d->match.plan->fingerprint);
+		if (d)
+			dev_mark(d, label ? label : "mark", iteration);
 	}
 }

@@ -169,6 +169,7 @@ static int dev_create(int device, struct mdev **out)
 		if (err)
 			goto err_ht;
 	}
+	dev_mark_early(d);
 	sa_log(STALLOC_LOG_INFO, "runtime: device %d ready (mode %s)", device,
 	       d->planned	     ? "plan" :
 	       d->mode == MDEV_TRACE ? "trace" :
@@ -434,5 +435,6 @@ void stalloc_shutdown(void)
 		free(d);
 		fractions[i] = 0;
 	}
+	dev_marks_forget();
 	sa_mutex_unlock(&devs_lock);
 }

@@ -354,6 +354,10 @@ static inline void dev_peak_check(struct mdev *d)
 int dev_auto_start(struct mdev *d);
 /* auto.c: an "iteration" marker in auto mode, not planned yet. */
 void dev_auto_mark(struct mdev *d);
+/* auto.c: a new device takes the markers made before it existed. */
+void dev_mark_early(struct mdev *d);
+/* auto.c: stalloc_shutdown(): the next devices start from no marker. */
+void dev_marks_forget(void);
 /*
  * auto.c: a request was traced in auto mode and no marker ever came: now
  * and then, find the iterations in the trace so far and switch to a plan.
