@@ -8,7 +8,8 @@
 # classification that fits (dense: no dynamic position, MoE: some; full
 # recomputation below selective below none), the 1F1B bound on micro-batches
 # in flight (measured on the trace itself), and bad options refused with
-# exit 2, and MoE planned from one routing seed replayed with another.
+# exit 2, and MoE planned from one routing seed replayed with another
+# (misses, and the peak against off mode).
 # Prints TAP.  O: build dir.
 set -u
 O=${O:-build}
@@ -168,6 +169,18 @@ print(f"# hits {h} misses {m} dropped {r['plan_dropped']}")
 sys.exit(0 if h and not r["plan_dropped"] and m <= 0.01 * (h + m) else 1)
 PY
 	ok $? "MoE imbalance $imb planned from seed 1, run with seed 2: misses <= 1%"
+	[ "$imb" = 2 ] && continue
+	# and the planned run reserves no more than off, give or take a chunk
+	"$O/stalloc-replay" --json --policy off "$tmp/moe-r.trace" \
+		>"$tmp/moe-off.json" &&
+		python3 - "$tmp/moe.json" "$tmp/moe-off.json" <<'PY'
+import json, sys
+d, off = (json.load(open(a)) for a in sys.argv[1:3])
+a, b = d["peak_reserved_bytes"], off["peak_reserved_bytes"]
+print(f"# reserved {a} off {b}")
+sys.exit(0 if a <= b + (2 << 20) else 1)
+PY
+	ok $? "MoE imbalance $imb from another seed: reserved <= off + one chunk"
 done
 
 # bad options
