@@ -452,8 +452,8 @@ bool match_alloc(struct matcher *m, uint64_t size, uint64_t id, void *stream,
 }
 
 /*
- * The warm-up's last iteration (markers seen; the one before the first
- * planned iteration) issues a steady iteration's requests among the
+ * The warm-up's last iteration (the one before the first planned
+ * iteration: in_warmup()) issues a steady iteration's requests among the
  * optimizer state it creates.  Those are matched as in a planned iteration
  * and served at their slots where free -- the plan keeps them clear of the
  * persistent entries -- so that the warm-up does not build a dynamic region
@@ -485,6 +485,21 @@ static bool warm_place(struct matcher *m, uint64_t asize, void *stream,
 	return reuse(m, &m->plan->dyn[m->dyn_of[pos]], asize, stream, addr);
 }
 
+/*
+ * Is the next prologue request in the warm-up's last iteration?  With
+ * markers, after the warm-up's last one; without, from the prologue
+ * position the plan says that iteration started at.
+ */
+static bool in_warmup(const struct matcher *m)
+{
+	if (!m->plan->warmup)
+		return false;
+	if (m->marked)
+		return m->marks == m->plan->warmup;
+	return m->pro_pos >= m->plan->warmstart &&
+	       m->pro_pos < m->plan->nr_prologue;
+}
+
 static bool match_place(struct matcher *m, uint64_t size, void *stream,
 			uint64_t *addr, uint32_t *ent, bool *miss)
 {
@@ -511,10 +526,11 @@ static bool match_place(struct matcher *m, uint64_t size, void *stream,
 	if (m->disabled)
 		return false;
 	if (m->marks <= m->plan->warmup) {
+		bool warm = in_warmup(m);
+
 		if (prologue_alloc(m, asize, stream, addr, ent, miss))
 			return true;
-		if (*miss || !m->marked || !m->marks ||
-		    m->marks != m->plan->warmup)
+		if (*miss || !warm)
 			return false;
 		return warm_place(m, asize, stream, addr, ent);
 	}

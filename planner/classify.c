@@ -365,15 +365,21 @@ static bool is_persistent(const struct cls_ctx *c, const struct trace_event *a)
 static int classify_persistent(const struct cls_ctx *c, struct stalloc_plan *p)
 {
 	size_t i, start = c->it->first[c->first_steady];
+	/* the warm-up's last iteration, if the steady ones have one before */
+	size_t warm = c->first_steady ? c->it->first[c->first_steady - 1] :
+					start;
 	uint32_t pos = 0;
 	int err = 0;
 
+	p->warmstart = UINT32_MAX;
 	for (i = 0; i < start && !err; i++) {
 		const struct trace_event *a = &c->t->ev[i];
 		struct plan_entry e = { .cls = PLAN_PERSISTENT };
 
 		if (a->op != TRACE_ALLOC)
 			continue;
+		if (i >= warm && p->warmstart == UINT32_MAX)
+			p->warmstart = pos;
 		e.pos = pos++;
 		if (!is_persistent(c, a))
 			continue;
@@ -382,6 +388,8 @@ static int classify_persistent(const struct cls_ctx *c, struct stalloc_plan *p)
 		err = push_entry(p, &e, a->id);
 	}
 	p->nr_prologue = pos;
+	if (p->warmstart > pos)
+		p->warmstart = pos;
 	return err;
 }
 

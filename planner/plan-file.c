@@ -31,7 +31,7 @@
 #include "planner.h"
 
 #define PLAN_MAGIC "stalloc-plan"
-#define PLAN_VERSION 1
+#define PLAN_VERSION 2 /* 1: no warmstart; still read */
 
 /* ---------------------------------------------------------------- write */
 
@@ -92,8 +92,8 @@ static void emit(const struct stalloc_plan *p, struct sbuf *b)
 	sb_printf(b,
 		  "align %" PRIu64 "\npool %" PRIu64 "\nhorizon %" PRIu64 "\n",
 		  p->align, p->pool, p->horizon);
-	sb_printf(b, "positions %u\nprologue %u\nwarmup %u\n", p->nr_positions,
-		  p->nr_prologue, p->warmup);
+	sb_printf(b, "positions %u\nprologue %u\nwarmup %u\nwarmstart %u\n",
+		  p->nr_positions, p->nr_prologue, p->warmup, p->warmstart);
 	sb_printf(b, "entries %zu\n", p->nr_ent);
 	for (i = 0; i < p->nr_ent; i++) {
 		const struct plan_entry *e = &p->ent[i];
@@ -371,7 +371,7 @@ static int check_crc(const char *name, char *text, size_t len)
 }
 
 static int parse_counts(struct cursor *c, struct stalloc_plan *p,
-			uint64_t *nent)
+			uint64_t version, uint64_t *nent)
 {
 	uint64_t v;
 	int err;
@@ -398,6 +398,14 @@ static int parse_counts(struct cursor *c, struct stalloc_plan *p,
 	if (v > UINT32_MAX)
 		return cur_err(c, "warm-up too long");
 	p->warmup = (uint32_t)v;
+	v = p->nr_prologue;
+	err = version > 1 ? keyval(c, "warmstart", &v) : 0;
+	if (err)
+		return err;
+	if (v > p->nr_prologue)
+		return cur_err(c, "warmstart %llu is past the prologue (%u)",
+			       (unsigned long long)v, p->nr_prologue);
+	p->warmstart = (uint32_t)v;
 	err = keyval(c, "entries", nent);
 	/* each entry is a line: a count beyond the file is a lie */
 	if (!err && *nent > c->lines)
@@ -416,12 +424,12 @@ static int parse(struct cursor *c, struct stalloc_plan *p)
 
 	if (!next_line(c) || c->nr != 2 || strcmp(c->f[0], PLAN_MAGIC) != 0)
 		return cur_err(c, "not a stalloc plan");
-	if (!num(c->f[1], &v) || v != PLAN_VERSION)
+	if (!num(c->f[1], &v) || v < 1 || v > PLAN_VERSION)
 		return cur_err(c,
 			       "plan format version %s is not supported "
 			       "(this is version %d)",
 			       c->f[1], PLAN_VERSION);
-	err = parse_counts(c, p, &nent);
+	err = parse_counts(c, p, v, &nent);
 	if (err)
 		return err;
 	p->ent = calloc(nent + 1, sizeof(*p->ent));

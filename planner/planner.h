@@ -125,6 +125,8 @@ struct stalloc_plan {
 	uint32_t nr_positions;
 	uint32_t nr_prologue;
 	uint32_t warmup; /* iteration starts before the first planned one */
+	uint32_t warmstart; /* prologue position where the warm-up's last
+			     * iteration starts (nr_prologue: not known) */
 	struct plan_entry *ent;
 	size_t nr_ent;
 	struct plan_dyn *dyn;

@@ -65,6 +65,24 @@ assert d["peak_reserved_bytes"] < off["peak_reserved_bytes"], (d, off)
 PY
 ok $? "warm-up served from the plan: no dynamic memory at the peak, below off"
 
+# the same without markers: the warm-up's last iteration begins at the
+# prologue position the plan records (warmstart)
+grep -v "^m " "$tmp/w.trace" >"$tmp/wn.trace" &&
+	"$O/stalloc-plan" -o "$tmp/wn.plan" "$tmp/wn.trace" >/dev/null &&
+	grep -q "^warmstart [1-9]" "$tmp/wn.plan" &&
+	"$R" --json --plan "$tmp/wn.plan" "$tmp/wn.trace" >"$tmp/wn.json" &&
+	python3 - "$tmp/wn.json" "$tmp/w.off.json" <<'PY'
+import json, sys
+d, off = (json.load(open(a)) for a in sys.argv[1:3])
+p = d["peak_accounting"]
+print(f"# reserved {d['peak_reserved_bytes']} off {off['peak_reserved_bytes']}"
+      f" dyn_live {p['dyn_live']} dyn_free {p['dyn_free']}")
+assert d["plan_misses"] == 0, d
+assert p["dyn_live"] + p["dyn_free"] == 0, p
+assert d["peak_reserved_bytes"] < off["peak_reserved_bytes"], (d, off)
+PY
+ok $? "the same without markers: the warm-up found from the plan's warmstart"
+
 # a warm-up unlike the steady iterations (the CPU MoE run's first step):
 # matching it stops early, and its blocks stay out of the plan's way
 python3 - "$W/cpu-torch/gpt-moe.trace" "$tmp/gm.trace" <<'PY'

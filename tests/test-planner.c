@@ -578,7 +578,7 @@ static void ed_truncate(char *t)
 
 static void ed_version(char *t)
 {
-	swap_str(t, "stalloc-plan 1", "stalloc-plan 9");
+	swap_str(t, "stalloc-plan 2", "stalloc-plan 9");
 }
 
 /* Replace the line starting at @l with @text (no newline). */
@@ -702,6 +702,24 @@ static void ed_count(char *t)
 	swap_str(t, "\nentries ", "\nentries 9");
 }
 
+static void ed_warmstart(char *t)
+{
+	swap_str(t, "\nwarmstart ", "\nwarmstart 9999");
+}
+
+/* The same plan as format version 1: no warmstart line. */
+static void ed_version1(char *t)
+{
+	char *at = strstr(t, "\nwarmstart "), *nl;
+
+	swap_str(t, "stalloc-plan 2", "stalloc-plan 1");
+	at = strstr(t, "\nwarmstart ");
+	assert_non_null(at);
+	nl = strchr(at + 1, '\n');
+	assert_non_null(nl);
+	memmove(at, nl, strlen(nl) + 1);
+}
+
 static void test_plan_corruption(void **state)
 {
 	struct stalloc_plan *p = plan_of(workload("cpu-torch/gpt-moe.trace"));
@@ -729,10 +747,26 @@ static void test_plan_corruption(void **state)
 	corrupt(good, ed_range_busy, true, "holds entry");
 	corrupt(good, ed_garbage, true, "unexpected line");
 	corrupt(good, ed_count, true, "");
+	corrupt(good, ed_warmstart, true, "past the prologue");
 	/* and the good one still reads */
 	write_text(plan_path, good);
 	assert_int_equal(stalloc_plan_read(plan_path, &p), 0);
+	assert_true(p->warmstart < p->nr_prologue);
 	stalloc_plan_free(p);
+	/* a version 1 file too: the warm-up's start not known */
+	{
+		char *v1 = malloc(strlen(good) + 64);
+
+		assert_non_null(v1);
+		strcpy(v1, good);
+		ed_version1(v1);
+		reseal(v1);
+		write_text(plan_path, v1);
+		free(v1);
+		assert_int_equal(stalloc_plan_read(plan_path, &p), 0);
+		assert_int_equal(p->warmstart, p->nr_prologue);
+		stalloc_plan_free(p);
+	}
 	free(good);
 	unlink(plan_path);
 	assert_int_equal(stalloc_plan_read("/nonexistent.plan", &p), -ENOENT);
