@@ -37,6 +37,13 @@
 #include "planner.h"
 
 #define ALIGN_LOOKAHEAD 32
+/*
+ * The longest run of positions seen at one size amid varying ones that is
+ * taken to vary too: the runtime matcher's look-ahead (mapper/match.h).
+ */
+#define ISLAND_MAX 8
+/* The most cells of the banded alignment table (4 bytes each). */
+#define ALIGN_LCS_CELLS (16u << 20)
 #define NOPOS UINT32_MAX
 
 enum free_where { FREE_WITHIN, FREE_NEXT, FREE_LATER };
@@ -52,6 +59,7 @@ struct cls_ctx {
 	uint32_t **map; /* per steady iteration: ref position -> its pos */
 	uint32_t *last_match; /* per steady iteration: last mapped ref pos */
 	uint32_t *posdyn; /* ref position -> index in dyn[], or NOPOS */
+	bool *island; /* ref position: a few steady ones amid varying ones */
 };
 
 static size_t iter_end(const struct plan_iters *it, size_t k)
@@ -154,6 +162,115 @@ static void align_iter(struct cls_ctx *c, size_t k, uint32_t *map)
 #undef SZ
 }
 
+/* The banded table of align_iter_lcs(): diagonals j - i in [lo, hi]. */
+struct lcs {
+	uint32_t *cell;
+	size_t rn, kn, w;
+	long lo, hi;
+};
+
+static bool lcs_in(const struct lcs *l, size_t i, size_t j)
+{
+	long o = (long)j - (long)i;
+
+	return o >= l->lo && o <= l->hi && j <= l->kn;
+}
+
+/* LCS of the reference's requests from @i and iteration k's from @j. */
+static uint32_t *lcs_at(const struct lcs *l, size_t i, size_t j)
+{
+	return &l->cell[i * l->w + (size_t)((long)j - (long)i - l->lo)];
+}
+
+static uint64_t req_size(const struct cls_ctx *c, const uint32_t *allocs,
+			 size_t x)
+{
+	return c->t->ev[allocs[x]].size;
+}
+
+static void lcs_fill(const struct cls_ctx *c, const uint32_t *ra,
+		     const uint32_t *ka, struct lcs *l)
+{
+	size_t i, j;
+	long o;
+
+	for (i = l->rn + 1; i-- > 0;) {
+		for (o = l->hi; o >= l->lo; o--) {
+			long jj = (long)i + o;
+			uint32_t best = 0;
+
+			if (jj < 0 || jj > (long)l->kn)
+				continue;
+			j = (size_t)jj;
+			if (i < l->rn && j < l->kn) {
+				if (lcs_in(l, i + 1, j))
+					best = *lcs_at(l, i + 1, j);
+				if (lcs_in(l, i, j + 1) &&
+				    *lcs_at(l, i, j + 1) > best)
+					best = *lcs_at(l, i, j + 1);
+				if (req_size(c, ra, i) == req_size(c, ka, j) &&
+				    lcs_in(l, i + 1, j + 1) &&
+				    *lcs_at(l, i + 1, j + 1) + 1 > best)
+					best = *lcs_at(l, i + 1, j + 1) + 1;
+			}
+			*lcs_at(l, i, j) = best;
+		}
+	}
+}
+
+/*
+ * The same by a longest common subsequence of the sizes, in a band of
+ * ALIGN_LOOKAHEAD around the diagonals the count difference allows: the
+ * most requests of equal size matched in order, so that a run of requests
+ * whose sizes vary (an expert loop with one expert fewer) cannot pull the
+ * static ones around it out of line, as a greedy resync on a coincidental
+ * size can.  Between two matches, the requests left are paired in order
+ * (resized requests), the surplus unmatched.  False when the band is too
+ * big to hold (then the greedy alignment is used).
+ */
+static bool align_iter_lcs(struct cls_ctx *c, size_t k, uint32_t *map)
+{
+	const uint32_t *ra = c->allocs[c->ref], *ka = c->allocs[k];
+	struct lcs l = { .rn = c->nr_allocs[c->ref], .kn = c->nr_allocs[k] };
+	size_t i = 0, j = 0, pi = 0, pj = 0;
+
+	l.lo = -(long)ALIGN_LOOKAHEAD +
+	       (l.kn < l.rn ? (long)l.kn - (long)l.rn : 0);
+	l.hi = ALIGN_LOOKAHEAD + (l.kn > l.rn ? (long)l.kn - (long)l.rn : 0);
+	l.w = (size_t)(l.hi - l.lo + 1);
+	if (l.rn + 1 > ALIGN_LCS_CELLS / l.w)
+		return false;
+	l.cell = calloc((l.rn + 1) * l.w, sizeof(*l.cell));
+	if (!l.cell)
+		return false;
+	lcs_fill(c, ra, ka, &l);
+	for (i = 0; i < l.rn; i++)
+		map[i] = NOPOS;
+	/* walk the matches; pair what lies between two of them in order */
+	i = 0;
+	while (i < l.rn && j < l.kn && lcs_in(&l, i, j)) {
+		if (req_size(c, ra, i) == req_size(c, ka, j) &&
+		    lcs_in(&l, i + 1, j + 1) &&
+		    *lcs_at(&l, i, j) == *lcs_at(&l, i + 1, j + 1) + 1) {
+			for (; pi < i && pj < j; pi++, pj++)
+				map[pi] = (uint32_t)pj;
+			map[i++] = (uint32_t)j++;
+			pi = i;
+			pj = j;
+		} else if (lcs_in(&l, i + 1, j) &&
+			   (!lcs_in(&l, i, j + 1) ||
+			    *lcs_at(&l, i + 1, j) >= *lcs_at(&l, i, j + 1))) {
+			i++;
+		} else {
+			j++;
+		}
+	}
+	for (; pi < l.rn && pj < l.kn; pi++, pj++)
+		map[pi] = (uint32_t)pj;
+	free(l.cell);
+	return true;
+}
+
 static int align_all(struct cls_ctx *c)
 {
 	size_t s, rn = c->nr_allocs[c->ref];
@@ -168,7 +285,9 @@ static int align_all(struct cls_ctx *c)
 		c->map[s] = calloc(rn + 1, sizeof(**c->map));
 		if (!c->map[s])
 			return -ENOMEM;
-		align_iter(c, c->first_steady + s, c->map[s]);
+		if (c->nr_allocs[c->first_steady + s] == rn ||
+		    !align_iter_lcs(c, c->first_steady + s, c->map[s]))
+			align_iter(c, c->first_steady + s, c->map[s]);
 		for (pos = 0; pos < rn; pos++)
 			if (c->map[s][pos] != NOPOS)
 				c->last_match[s] = pos;
@@ -302,6 +421,8 @@ static int classify_pos(struct cls_ctx *c, uint32_t pos, struct stalloc_plan *p)
 		c->posdyn[pos] = (uint32_t)p->nr_dyn;
 		return push_dyn(p, &d);
 	}
+	if (c->island[pos])
+		v.same_size = false; /* varies like its neighbours */
 	if (v.present && v.same_size && v.within == v.judged && v.within > 0 &&
 	    !v.next && !v.later) {
 		e.cls = PLAN_STATIC;
@@ -517,6 +638,46 @@ static void ctx_free(struct cls_ctx *c)
 	free(c->map);
 	free(c->last_match);
 	free(c->posdyn);
+	free(c->island);
+}
+
+/*
+ * The islands: runs of at most ISLAND_MAX positions seen at one size with,
+ * on both sides, a position whose size varies.  Inside a block of routed
+ * requests (an expert loop) a position the recording saw at one size -- an
+ * expert that got every token each time, or none -- varies like the rest
+ * under other routing; planned as static, it would take requests of the
+ * wrong size and pull the matcher out of line.
+ */
+static int find_islands(struct cls_ctx *c)
+{
+	size_t n = c->nr_allocs[c->ref], pos, a, b;
+	bool *varies = calloc(n + 1, sizeof(*varies));
+	struct pos_view v;
+
+	c->island = calloc(n + 1, sizeof(*c->island));
+	if (!varies || !c->island) {
+		free(varies);
+		return -ENOMEM;
+	}
+	for (pos = 0; pos < n; pos++) {
+		view_pos(c, (uint32_t)pos, &v);
+		varies[pos] = !v.present || !v.same_size;
+	}
+	for (a = 0; a < n; a = b) {
+		for (b = a; b < n && !varies[b]; b++)
+			;
+		if (b == a) {
+			b++;
+			continue;
+		}
+		/* [a, b) steady, varies[a - 1] and varies[b] if inside */
+		if (a > 0 && b < n && b - a <= ISLAND_MAX)
+			for (pos = a; pos < b; pos++)
+				c->island[pos] = true;
+	}
+	free(varies);
+	return 0;
 }
 
 int plan_classify(const struct trace *t, const struct plan_iters *it,
@@ -540,6 +701,8 @@ int plan_classify(const struct trace *t, const struct plan_iters *it,
 	err = collect_allocs(&c);
 	if (!err)
 		err = align_all(&c);
+	if (!err)
+		err = find_islands(&c);
 	if (!err) {
 		c.posdyn = malloc((c.nr_allocs[c.ref] + 1) * sizeof(*c.posdyn));
 		err = c.posdyn ? classify_persistent(&c, p) : -ENOMEM;

@@ -9,6 +9,7 @@
  * tested in test-pack.c.  SHARED names the shared workloads folder.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -449,11 +450,89 @@ static void test_classify_moe(void **state)
 	assert_true(s.dynamic_requests * 100 >= 20 * p->nr_positions);
 	for (i = 0; i < p->nr_dyn; i++)
 		varying += p->dyn[i].size_min != p->dyn[i].size_max;
-	assert_true(varying * 10 >= p->nr_dyn * 9);
+	assert_true(varying * 2 >= p->nr_dyn);
+	/* a dynamic position seen at one size is an island amid varying ones */
+	{
+		int8_t *vary = calloc(p->nr_positions + 1, 1);
+		size_t k;
+
+		assert_non_null(vary);
+		for (i = 0; i < p->nr_dyn; i++)
+			vary[p->dyn[i].pos] = p->dyn[i].size_min !=
+					      p->dyn[i].size_max;
+		for (i = 0; i < p->nr_dyn; i++) {
+			uint32_t pos = p->dyn[i].pos;
+			bool before = false, after = false;
+
+			if (vary[pos])
+				continue;
+			for (k = 1; k <= 8 && k <= pos; k++)
+				before |= vary[pos - k];
+			for (k = 1; k <= 8 && pos + k < p->nr_positions; k++)
+				after |= vary[pos + k];
+			if (!before || !after)
+				fail_msg("dynamic position %u: one size, not "
+					 "amid varying ones",
+					 pos);
+		}
+		free(vary);
+	}
 	assert_true(s.dynamic_bytes >= s.reusable_bytes);
 	for (i = 0; i < p->nr_dyn; i++)
 		assert_true(p->dyn[i].nr_ranges <= 32);
 	assert_int_equal(plan_validate(p, "moe"), 0);
+	stalloc_plan_free(p);
+}
+
+/*
+ * Islands: in a block of requests whose sizes vary by iteration, a request
+ * the recording saw at one size varies too (planned dynamic); a run of
+ * more than 8 such amid varying ones is a block of its own (static).
+ */
+static void test_classify_islands(void **state)
+{
+	char path[] = "/tmp/stalloc-islands-XXXXXX";
+	struct stalloc_plan *p;
+	uint64_t seq = 1, id = 1, k, j, first;
+	FILE *f;
+	int fd;
+	size_t i;
+	char cls[64] = { 0 };
+
+	(void)state;
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w");
+	assert_non_null(f);
+	fprintf(f, "stalloc-trace 1\n");
+	for (k = 0; k < 4; k++) {
+		/* 4 static, 3 varying, 1 island, 3 varying, 9 steady, 3 varying */
+		static const char shape[] = "ssssvvvIvvvSSSSSSSSSvvv";
+
+		fprintf(f, "m %" PRIu64 " iteration\n", seq++);
+		first = id;
+		for (j = 0; shape[j]; j++) {
+			uint64_t size =
+				shape[j] == 'v' ?
+					(j + 1) * 4096 * (1 + (k * 7 + j) % 5) :
+					(j + 1) * 8192;
+
+			fprintf(f, "a %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+				seq++, id++, size);
+		}
+		for (j = first; j < id; j++)
+			fprintf(f, "f %" PRIu64 " %" PRIu64 "\n", seq++, j);
+	}
+	fclose(f);
+	p = plan_of(path);
+	unlink(path);
+	assert_int_equal(p->nr_positions, 23);
+	for (i = 0; i < p->nr_ent; i++)
+		if (p->ent[i].cls != PLAN_PERSISTENT)
+			cls[p->ent[i].pos] = (char)p->ent[i].cls;
+	for (i = 0; i < p->nr_dyn; i++)
+		cls[p->dyn[i].pos] = 'd';
+	assert_string_equal(cls, "ssssdddddddsssssssssddd");
 	stalloc_plan_free(p);
 }
 
@@ -785,6 +864,7 @@ int main(void)
 		cmocka_unit_test(test_iterations_layered),
 		cmocka_unit_test(test_classify_dense),
 		cmocka_unit_test(test_classify_moe),
+		cmocka_unit_test(test_classify_islands),
 		cmocka_unit_test(test_plan_roundtrip),
 		cmocka_unit_test(test_plan_corruption),
 	};
