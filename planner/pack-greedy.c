@@ -2,8 +2,9 @@
 /*
  * planner/pack-greedy.c - the best-fit greedy packing of one group
  *
- * pack_greedy() places the items one by one in several orders (size, then
- * lifetime length, area, start time), each at the best-fitting gap among
+ * pack_greedy() places the items one by one in several orders (start time
+ * -- as an online best-fit allocator would, run apart and first -- then
+ * size, lifetime length, area), each at the best-fitting gap among
  * the already placed items whose lifetimes overlap it, and keeps the best
  * order's packing.  The overlapping placed items are found with a segment
  * tree over the group's sections: an item is filed in the "cover" list of
@@ -314,15 +315,15 @@ static int pack_key_cmp(const void *pa, const void *pb)
 }
 
 enum pack_order {
+	PACK_BY_START, /* first: see pack_greedy_run() */
 	PACK_BY_SIZE,
 	PACK_BY_LENGTH,
 	PACK_BY_AREA,
-	PACK_BY_START,
 	PACK_NR_ORDERS
 };
 
 static const char *const pack_order_names[PACK_NR_ORDERS] = {
-	"greedy-size", "greedy-length", "greedy-area", "greedy-start"
+	"greedy-start", "greedy-size", "greedy-length", "greedy-area"
 };
 
 static void pack_make_key(const struct pack_item *it, enum pack_order o,
@@ -391,7 +392,12 @@ static void pack_save(struct pack_greedy_state *st, bool restore)
 	}
 }
 
-static int pack_greedy_run(struct pack_greedy_state *st)
+/*
+ * The orders from @from to @to - 1 (PACK_BY_START first: placing each
+ * buffer as it arrives, best fit, is what an online allocator does; run
+ * first, whatever the time left, it keeps every plan at least that good).
+ */
+static int pack_greedy_run(struct pack_greedy_state *st, int from, int to)
 {
 	struct pack_ctx *ctx = st->ctx;
 	struct pack_group *g = st->g;
@@ -402,8 +408,8 @@ static int pack_greedy_run(struct pack_greedy_state *st)
 		pack_save(st, false);
 	else
 		g->peak = UINT64_MAX;
-	for (o = 0; o < PACK_NR_ORDERS; o++) {
-		if ((o || g->method) &&
+	for (o = from; o < to; o++) {
+		if ((o > from || (g->method && from)) &&
 		    (g->peak <= g->load || pack_out_of_time(ctx)))
 			break;
 		err = pack_greedy_order(st, (enum pack_order)o, &peak);
@@ -419,7 +425,7 @@ static int pack_greedy_run(struct pack_greedy_state *st)
 	return 0;
 }
 
-int pack_greedy(struct pack_ctx *ctx, struct pack_group *g)
+int pack_greedy(struct pack_ctx *ctx, struct pack_group *g, bool arrival)
 {
 	struct pack_greedy_state st = { ctx, g, NULL, NULL, NULL, NULL, false };
 	int err = -ENOMEM;
@@ -434,7 +440,8 @@ int pack_greedy(struct pack_ctx *ctx, struct pack_group *g)
 	st.best_off = calloc(g->nr, sizeof(*st.best_off));
 	st.tree = pack_tree_new(ctx, g->items, g->nr, 0, g->nr_secs);
 	if (st.nb && st.keys && st.best_off && st.tree)
-		err = pack_greedy_run(&st);
+		err = arrival ? pack_greedy_run(&st, 0, 1) :
+				pack_greedy_run(&st, 1, PACK_NR_ORDERS);
 	pack_tree_free(st.tree);
 	free(st.best_off);
 	free(st.keys);

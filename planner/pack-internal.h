@@ -152,10 +152,12 @@ bool pack_out_of_time(struct pack_ctx *ctx);
 bool pack_past(struct pack_ctx *ctx, double until_ms);
 
 /*
- * Greedy best fit in several orders; sets item offsets and g->peak, or
- * keeps the group's current packing (g->method set) when it is better.
+ * Greedy best fit; sets item offsets and g->peak, or keeps the group's
+ * current packing (g->method set) when it is better.  @arrival: the
+ * buffers in the order they start only (an online best-fit allocator's
+ * packing), whatever the time left; else the other orders while there is.
  */
-int pack_greedy(struct pack_ctx *ctx, struct pack_group *g);
+int pack_greedy(struct pack_ctx *ctx, struct pack_group *g, bool arrival);
 /*
  * Bottom-up greedy (always fill the lowest free offset); keeps the
  * group's current packing when it is better.  O(n log n log S) a pass.

@@ -567,8 +567,10 @@ static bool pack_searchable(const struct pack_group *g)
  * The constructive packings of group @g, the @left th last: skyline
  * passes (ranked around the peak, by reach and then by the first window,
  * by area, by size, then by other windows while time is left), or the
- * sweep for groups too big for them; then the best-fit greedy when it
- * is affordable and a gap remains.  The window passes may take the
+ * sweep for groups too big for them; the best-fit greedy in the order the
+ * buffers start (an online allocator's packing: no plan is worse) right
+ * after the first passes, whatever the time left; then the greedy's other
+ * orders when affordable and a gap remains.  The window passes may take the
  * group's share of the time left, or a part of it if the exact search can
  * follow.
  */
@@ -584,6 +586,9 @@ static int pack_construct_group(struct pack_ctx *ctx, struct pack_group *g,
 			err = pack_window_group(ctx, g, g->load, budget, 0, 1);
 		if (!err)
 			err = pack_skyline(ctx, g);
+		if (!err && g->edges <= PACK_BEST_FIT_MAX_EDGES &&
+		    g->peak > g->load)
+			err = pack_greedy(ctx, g, true);
 		if (!err && !ctx->no_search && g->peak > g->load) {
 			now = pack_work_ms(ctx);
 			until = now + (budget - now) / (double)left;
@@ -595,8 +600,12 @@ static int pack_construct_group(struct pack_ctx *ctx, struct pack_group *g,
 	}
 	if (!err && !g->method)
 		err = pack_sweep(ctx, g);
-	if (!err && g->edges <= PACK_BEST_FIT_MAX_EDGES && g->peak > g->load)
-		err = pack_greedy(ctx, g);
+	if (!err && g->edges <= PACK_BEST_FIT_MAX_EDGES && g->peak > g->load) {
+		if (g->edges > PACK_GREEDY_MAX_EDGES) /* not run above */
+			err = pack_greedy(ctx, g, true);
+		if (!err && g->peak > g->load)
+			err = pack_greedy(ctx, g, false);
+	}
 	if (!err && g->peak == g->load)
 		g->optimal = true;
 	return err;

@@ -183,6 +183,20 @@ PY
 	ok $? "MoE imbalance $imb from another seed: reserved <= off + one chunk"
 done
 
+# a large dense pipeline rank (61 GB, 18,000 buffers): the planner's
+# packing is within 0.05% of the lower bound in its default work budget
+# (the greedy in arrival order, an online best fit's packing, runs first)
+"$SYNTH" -o "$tmp/l.trace" --layers 48 --hidden 8192 --heads 64 --seq 4096 \
+	--micro-batches 16 --flash-attn --stages 4 --schedule interleaved \
+	--virtual-stages 2 --recompute selective --tp 4 --sequence-parallel &&
+	"$PLAN" --json "$tmp/l.trace" >"$tmp/l.json" &&
+	python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("# gap", d["gap"], "work_ms", d["work_ms"])
+sys.exit(0 if d["gap"] <= 0.0005 else 1)' "$tmp/l.json"
+ok $? "61 GB dense rank: gap <= 0.05% in the default budget"
+
 # bad options
 expect 2 "unknown option" "$SYNTH" --frobnicate
 expect 2 "zero layers" "$SYNTH" --layers 0
