@@ -110,7 +110,7 @@ static int collect_allocs(struct cls_ctx *c)
 		size_t end = iter_end(it, k), n = 0;
 
 		c->allocs[k] =
-			malloc((end - it->first[k] + 1) * sizeof(**c->allocs));
+			calloc(end - it->first[k] + 1, sizeof(**c->allocs));
 		if (!c->allocs[k])
 			return -ENOMEM;
 		for (i = it->first[k]; i < end; i++)

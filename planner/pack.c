@@ -600,12 +600,10 @@ static int pack_construct_group(struct pack_ctx *ctx, struct pack_group *g,
 	}
 	if (!err && !g->method)
 		err = pack_sweep(ctx, g);
-	if (!err && g->edges <= PACK_BEST_FIT_MAX_EDGES && g->peak > g->load) {
-		if (g->edges > PACK_GREEDY_MAX_EDGES) /* not run above */
-			err = pack_greedy(ctx, g, true);
-		if (!err && g->peak > g->load)
-			err = pack_greedy(ctx, g, false);
-	}
+	/* (PACK_BEST_FIT_MAX_EDGES is below PACK_GREEDY_MAX_EDGES: the
+	 * arrival order ran above whenever best fit is affordable) */
+	if (!err && g->edges <= PACK_BEST_FIT_MAX_EDGES && g->peak > g->load)
+		err = pack_greedy(ctx, g, false);
 	if (!err && g->peak == g->load)
 		g->optimal = true;
 	return err;
