@@ -12,9 +12,9 @@
  * request of exactly their planned size (or, for a dynamic position, of a
  * size in its range) -- right after a run of dynamic positions, before the
  * cursor's loose fit, since the job may have issued fewer of them.  The
- * cursor then moves past the match.  So an inserted request matches nothing and leaves the cursor
- * where it was, a missing one is skipped over, a resized one costs itself
- * only: never a cascade of misses.
+ * cursor then moves past the match.  So an inserted request matches
+ * nothing and leaves the cursor where it was, a missing one is skipped
+ * over, a resized one costs itself only: never a cascade of misses.
  *
  * Before a slot is handed out, the planned blocks live now (kept sorted by
  * offset) are searched for one overlapping it, in O(log n); if one does --
@@ -452,6 +452,37 @@ bool match_alloc(struct matcher *m, uint64_t size, uint64_t id, void *stream,
 }
 
 /*
+ * Match a request of @asize near the cursor and serve it there: true when
+ * served.  Otherwise *@missed says the plan expected something else here
+ * (no position takes it, or its slot is not free), not merely that a
+ * dynamic position's free space had no room.
+ */
+static bool place_near_cursor(struct matcher *m, uint64_t asize, void *stream,
+			      uint64_t *addr, uint32_t *ent, bool *missed)
+{
+	int64_t pos = find_pos(m, asize);
+	int32_t e;
+
+	*missed = pos < 0;
+	if (pos < 0)
+		return false;
+	m->cursor = (uint32_t)pos + 1;
+	e = entry_at(m, (uint32_t)pos);
+	if (e < 0) {
+		/* a dynamic position: the plan's free space first */
+		if (!reuse(m, &m->plan->dyn[m->dyn_of[pos]], asize, stream,
+			   addr))
+			return false;
+		*ent = MATCH_REUSED;
+		return true;
+	}
+	if (m->marks == m->plan->warmup + 1 && !m->seen_size[e])
+		m->seen_size[e] = asize;
+	*missed = !serve(m, e, stream, addr, ent);
+	return !*missed;
+}
+
+/*
  * The warm-up's last iteration (the one before the first planned
  * iteration: in_warmup()) issues a steady iteration's requests among the
  * optimizer state it creates.  Those are matched as in a planned iteration
@@ -466,23 +497,13 @@ bool match_alloc(struct matcher *m, uint64_t size, uint64_t id, void *stream,
 static bool warm_place(struct matcher *m, uint64_t asize, void *stream,
 		       uint64_t *addr, uint32_t *ent)
 {
-	int64_t pos;
-	int32_t e;
+	bool missed, hit;
 
 	if (m->iter_misses > MATCH_MISFIT_MISSES)
 		return false; /* this warm-up is not the steady iteration */
-	pos = find_pos(m, asize);
-	if (pos < 0) {
-		m->iter_misses++;
-		return false;
-	}
-	m->cursor = (uint32_t)pos + 1;
-	e = entry_at(m, (uint32_t)pos);
-	if (e >= 0)
-		return serve(m, e, stream, addr, ent) ||
-		       (m->iter_misses++, false);
-	*ent = MATCH_REUSED;
-	return reuse(m, &m->plan->dyn[m->dyn_of[pos]], asize, stream, addr);
+	hit = place_near_cursor(m, asize, stream, addr, ent, &missed);
+	m->iter_misses += missed;
+	return hit;
 }
 
 /*
@@ -504,8 +525,6 @@ static bool match_place(struct matcher *m, uint64_t size, void *stream,
 			uint64_t *addr, uint32_t *ent, bool *miss)
 {
 	uint64_t asize;
-	int64_t pos;
-	int32_t e;
 
 	*miss = false;
 	if (m->disabled || !sa_round_up(size, m->plan->align, &asize))
@@ -534,28 +553,7 @@ static bool match_place(struct matcher *m, uint64_t size, void *stream,
 			return false;
 		return warm_place(m, asize, stream, addr, ent);
 	}
-	pos = find_pos(m, asize);
-	if (pos < 0) {
-		*miss = true; /* not what the plan expects here */
-		return false;
-	}
-	m->cursor = (uint32_t)pos + 1;
-	e = entry_at(m, (uint32_t)pos);
-	if (e < 0) {
-		/* a dynamic position: the plan's free space first */
-		if (!reuse(m, &m->plan->dyn[m->dyn_of[pos]], asize, stream,
-			   addr))
-			return false;
-		*ent = MATCH_REUSED;
-		return true;
-	}
-	if (m->marks == m->plan->warmup + 1 && !m->seen_size[e])
-		m->seen_size[e] = asize;
-	if (!serve(m, e, stream, addr, ent)) {
-		*miss = true;
-		return false;
-	}
-	return true;
+	return place_near_cursor(m, asize, stream, addr, ent, miss);
 }
 
 /* The sizes seen in the first planned iteration, hashed like the plan. */

@@ -393,14 +393,17 @@ static void pack_save(struct pack_greedy_state *st, bool restore)
 }
 
 /*
- * The orders from @from to @to - 1 (PACK_BY_START first: placing each
- * buffer as it arrives, best fit, is what an online allocator does; run
- * first, whatever the time left, it keeps every plan at least that good).
+ * @arrival: PACK_BY_START alone, whatever the time left (placing each
+ * buffer as it arrives, best fit, is what an online allocator does: every
+ * plan stays at least that good); else the other orders while time is
+ * left and a gap remains.
  */
-static int pack_greedy_run(struct pack_greedy_state *st, int from, int to)
+static int pack_greedy_run(struct pack_greedy_state *st, bool arrival)
 {
 	struct pack_ctx *ctx = st->ctx;
 	struct pack_group *g = st->g;
+	int from = arrival ? PACK_BY_START : PACK_BY_START + 1;
+	int to = arrival ? PACK_BY_START + 1 : PACK_NR_ORDERS;
 	uint64_t peak;
 	int o, err;
 
@@ -409,7 +412,7 @@ static int pack_greedy_run(struct pack_greedy_state *st, int from, int to)
 	else
 		g->peak = UINT64_MAX;
 	for (o = from; o < to; o++) {
-		if ((o > from || (g->method && from)) &&
+		if ((o > from || (g->method && !arrival)) &&
 		    (g->peak <= g->load || pack_out_of_time(ctx)))
 			break;
 		err = pack_greedy_order(st, (enum pack_order)o, &peak);
@@ -440,8 +443,7 @@ int pack_greedy(struct pack_ctx *ctx, struct pack_group *g, bool arrival)
 	st.best_off = calloc(g->nr, sizeof(*st.best_off));
 	st.tree = pack_tree_new(ctx, g->items, g->nr, 0, g->nr_secs);
 	if (st.nb && st.keys && st.best_off && st.tree)
-		err = arrival ? pack_greedy_run(&st, 0, 1) :
-				pack_greedy_run(&st, 1, PACK_NR_ORDERS);
+		err = pack_greedy_run(&st, arrival);
 	pack_tree_free(st.tree);
 	free(st.best_off);
 	free(st.keys);

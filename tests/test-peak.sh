@@ -43,16 +43,10 @@ for t in gpt-dense gpt-moe; do
 	ok $? "$t under the caching model: no runtime accounting printed"
 done
 
-# the warm-up hand-over: the warm-up iteration's own requests are served
-# at their planned slots, so that no dynamic region grows beside the pool
-# before the plan takes over -- a planned run reserves less than off
-S="$O/stalloc-synth"
-"$S" -o "$tmp/w.trace" --layers 8 --hidden 1024 --heads 16 --seq 1024 \
-	--micro-batches 8 --stages 2 --recompute selective &&
-	"$O/stalloc-plan" -o "$tmp/w.plan" "$tmp/w.trace" >/dev/null &&
-	"$R" --json --plan "$tmp/w.plan" "$tmp/w.trace" >"$tmp/w.json" &&
-	"$R" --json --policy off "$tmp/w.trace" >"$tmp/w.off.json" &&
-	python3 - "$tmp/w.json" "$tmp/w.off.json" <<'PY'
+# warm_planned PLANNED.json OFF.json: no miss, no dynamic memory at the
+# planned run's peak, and less reserved than off
+warm_planned() {
+	python3 - "$1" "$2" <<'PY'
 import json, sys
 d, off = (json.load(open(a)) for a in sys.argv[1:3])
 p = d["peak_accounting"]
@@ -63,6 +57,18 @@ assert d["plan_misses"] == 0, d
 assert p["dyn_live"] + p["dyn_free"] == 0, p
 assert d["peak_reserved_bytes"] < off["peak_reserved_bytes"], (d, off)
 PY
+}
+
+# the warm-up hand-over: the warm-up iteration's own requests are served
+# at their planned slots, so that no dynamic region grows beside the pool
+# before the plan takes over -- a planned run reserves less than off
+S="$O/stalloc-synth"
+"$S" -o "$tmp/w.trace" --layers 8 --hidden 1024 --heads 16 --seq 1024 \
+	--micro-batches 8 --stages 2 --recompute selective &&
+	"$O/stalloc-plan" -o "$tmp/w.plan" "$tmp/w.trace" >/dev/null &&
+	"$R" --json --plan "$tmp/w.plan" "$tmp/w.trace" >"$tmp/w.json" &&
+	"$R" --json --policy off "$tmp/w.trace" >"$tmp/w.off.json" &&
+	warm_planned "$tmp/w.json" "$tmp/w.off.json"
 ok $? "warm-up served from the plan: no dynamic memory at the peak, below off"
 
 # the same without markers: the warm-up's last iteration begins at the
@@ -71,16 +77,7 @@ grep -v "^m " "$tmp/w.trace" >"$tmp/wn.trace" &&
 	"$O/stalloc-plan" -o "$tmp/wn.plan" "$tmp/wn.trace" >/dev/null &&
 	grep -q "^warmstart [1-9]" "$tmp/wn.plan" &&
 	"$R" --json --plan "$tmp/wn.plan" "$tmp/wn.trace" >"$tmp/wn.json" &&
-	python3 - "$tmp/wn.json" "$tmp/w.off.json" <<'PY'
-import json, sys
-d, off = (json.load(open(a)) for a in sys.argv[1:3])
-p = d["peak_accounting"]
-print(f"# reserved {d['peak_reserved_bytes']} off {off['peak_reserved_bytes']}"
-      f" dyn_live {p['dyn_live']} dyn_free {p['dyn_free']}")
-assert d["plan_misses"] == 0, d
-assert p["dyn_live"] + p["dyn_free"] == 0, p
-assert d["peak_reserved_bytes"] < off["peak_reserved_bytes"], (d, off)
-PY
+	warm_planned "$tmp/wn.json" "$tmp/w.off.json"
 ok $? "the same without markers: the warm-up found from the plan's warmstart"
 
 # a warm-up unlike the steady iterations (the CPU MoE run's first step):
