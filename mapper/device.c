@@ -49,6 +49,35 @@ static int parse_mode(enum mdev_mode *m)
 	return err;
 }
 
+/*
+ * The vmm's shrinker, in plan mode: mapping [va, va + bytes) would raise
+ * the physical high water by @over bytes.  Idle memory is unmapped first,
+ * so that the mapping reuses its chunks instead of new ones: the dynamic
+ * region's free blocks (least recently freed first), and for a dynamic
+ * request also the pool's idle chunks -- lent: a slot that needs them maps
+ * them back, reclaiming from the dynamic region in turn.  So the pool and
+ * the dynamic region share physical memory instead of adding up, and the
+ * plan's pool is never unmapped for the pool's own sake: a planned
+ * iteration without dynamic requests makes no driver call.  Off mode
+ * keeps its free memory cached (trimmed only past STALLOC_CACHE_LIMIT or
+ * out of memory): unmapping there would cost driver calls and device
+ * synchronisations in every iteration.  Device lock held (every mapping is
+ * made under it).
+ */
+static void dev_shrink(void *ctx, uint64_t va, uint64_t bytes, uint64_t over)
+{
+	struct mdev *d = ctx;
+	uint64_t got;
+
+	(void)bytes;
+	if (!d->planned || d->match.disabled || d->ss.capture)
+		return; /* and no unmap while a graph is captured */
+	got = dyn_release_some(&d->dyn, over);
+	if (got < over &&
+	    (!match_owns(&d->match, va) || dyn_used_bytes(&d->dyn)))
+		match_lend(&d->match, over - got);
+}
+
 static int dev_open_vmm(struct mdev *d)
 {
 	struct vmm_config cfg = { .device = d->device };
@@ -67,6 +96,7 @@ static int dev_open_vmm(struct mdev *d)
 		vmm_set_phys_limit(d->vmm, lim);
 	}
 	ss_init(&d->ss, d->vmm);
+	vmm_set_shrinker(d->vmm, dev_shrink, d);
 	gp_init(&d->gp);
 	dev_regions(d, vmm_base(d->vmm));
 	return 0;

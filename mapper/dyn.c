@@ -10,7 +10,9 @@
  * when it is handed out if they are not already (vmm_map_missing), so the
  * region grows by mapping and never moves or copies anything.
  * dyn_release() unmaps the mappings that lie wholly inside free blocks
- * (vmm_unmap_present), which is how it shrinks.
+ * (vmm_unmap_present), which is how it shrinks; dyn_release_some() stops
+ * once enough went, least recently freed blocks first (each free block
+ * keeps the region's free count at its free, @freed_at).
  *
  * Streams: a free block carries the tags of its last users (streams.h).
  * Only blocks ready for the requesting stream are handed out; the stream
@@ -102,6 +104,7 @@ static void split(struct dyn_region *d, struct mblock *b, uint64_t size)
 	rest->addr = b->addr + size;
 	rest->size = b->size - size;
 	rest->tags = b->tags;
+	rest->freed_at = b->freed_at;
 	b->size = size;
 	cds_list_add(&rest->addr_node, &b->addr_node);
 	put_free(d, rest);
@@ -206,30 +209,83 @@ static struct mblock *merge(struct dyn_region *d, struct mblock *b)
 void dyn_free(struct dyn_region *d, struct mblock *b)
 {
 	b->req = 0;
-	put_free(d, merge(d, b));
+	b = merge(d, b);
+	b->freed_at = ++d->clock;
+	put_free(d, b);
+}
+
+static int by_freed_at(const void *a, const void *b)
+{
+	const struct mblock *x = *(struct mblock *const *)a;
+	const struct mblock *y = *(struct mblock *const *)b;
+
+	return (x->freed_at > y->freed_at) - (x->freed_at < y->freed_at);
+}
+
+/*
+ * Unmap the chunks wholly inside free block @b; the bytes unmapped.  The
+ * device is synchronised first unless @flags has VMM_SYNCED.
+ */
+static uint64_t release_block(struct dyn_region *d, struct mblock *b,
+			      unsigned int flags)
+{
+	uint64_t chunk = vmm_chunk_bytes(d->vmm), base = vmm_base(d->vmm);
+	uint64_t bytes = b->size, got;
+
+	/* nothing lies past the last block: its tail chunk goes too */
+	if (b->addr_node.next == &d->blocks)
+		bytes += (chunk - (b->addr + b->size - base) % chunk) % chunk;
+	vmm_unmap_present(d->vmm, b->addr, bytes, flags, &got);
+	return got;
+}
+
+/* Every free block, in address order: no host memory needed. */
+static uint64_t release_all(struct dyn_region *d)
+{
+	uint64_t released = 0;
+	struct mblock *b;
+
+	cds_list_for_each_entry(b, &d->blocks, addr_node)
+		if (b->free)
+			released +=
+				release_block(d, b, released ? VMM_SYNCED : 0);
+	return released;
+}
+
+uint64_t dyn_release_some(struct dyn_region *d, uint64_t want)
+{
+	uint64_t released = 0;
+	struct mblock *b, **v = NULL;
+	size_t n = 0, i;
+
+	cds_list_for_each_entry(b, &d->blocks, addr_node)
+		n += b->free;
+	if (n && want != UINT64_MAX)
+		v = malloc(n * sizeof(*v));
+	if (!v) {
+		/* everything goes, or out of host memory: the simple way */
+		released = n ? release_all(d) : 0;
+		goto out_trace;
+	}
+	n = 0;
+	cds_list_for_each_entry(b, &d->blocks, addr_node)
+		if (b->free)
+			v[n++] = b;
+	/* least recently freed first: the least likely to be reused soon */
+	qsort(v, n, sizeof(*v), by_freed_at);
+	/* one device synchronisation, by the first unmap */
+	for (i = 0; i < n && released < want; i++)
+		released += release_block(d, v[i], released ? VMM_SYNCED : 0);
+	free(v);
+out_trace:
+	if (released)
+		sa_trace(shrink, vmm_device(d->vmm), released);
+	return released;
 }
 
 uint64_t dyn_release(struct dyn_region *d)
 {
-	uint64_t chunk = vmm_chunk_bytes(d->vmm), base = vmm_base(d->vmm);
-	uint64_t released = 0, got, bytes;
-	struct mblock *b;
-
-	cds_list_for_each_entry(b, &d->blocks, addr_node) {
-		if (!b->free)
-			continue;
-		bytes = b->size;
-		/* nothing lies past the last block: its tail chunk goes too */
-		if (b->addr_node.next == &d->blocks)
-			bytes += (chunk - (b->addr + b->size - base) % chunk) %
-				 chunk;
-		/* waits for the device first, if anything is to go */
-		vmm_unmap_present(d->vmm, b->addr, bytes, 0, &got);
-		released += got;
-	}
-	if (released)
-		sa_trace(shrink, vmm_device(d->vmm), released);
-	return released;
+	return dyn_release_some(d, UINT64_MAX);
 }
 
 void dyn_destroy(struct dyn_region *d)

@@ -104,6 +104,7 @@ struct mblock {
 	uint64_t id;
 	struct ss_tags tags;
 	struct mpool *pool;
+	uint64_t freed_at; /* free: the region's clock when it was freed */
 	bool free;
 	struct slab *slab;
 	struct cds_list_head addr_node;
@@ -153,6 +154,7 @@ struct dyn_region {
 	struct cds_list_head blocks;
 	struct cds_list_head free[DYN_CLASSES];
 	uint64_t free_bytes;
+	uint64_t clock; /* frees so far */
 	struct sstreams *ss;
 };
 
@@ -177,6 +179,8 @@ int dyn_alloc(struct dyn_region *d, uint64_t size, unsigned int slot,
 void dyn_free(struct dyn_region *d, struct mblock *b);
 /* Unmap every whole chunk inside free blocks; bytes unmapped. */
 uint64_t dyn_release(struct dyn_region *d);
+/* The same, least recently freed first, until @want bytes went. */
+uint64_t dyn_release_some(struct dyn_region *d, uint64_t want);
 /* Free every block (tear-down; nothing may be allocated). */
 void dyn_destroy(struct dyn_region *d);
 

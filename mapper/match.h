@@ -116,6 +116,13 @@ uint64_t match_pool_bytes(const struct matcher *m);
  */
 bool match_alloc(struct matcher *m, uint64_t size, uint64_t id, void *stream,
 		 uint64_t *addr, uint32_t *ent, bool *miss);
+/*
+ * Lend the pool's idle memory (mapper/lend.c): unmap mappings under no
+ * live block, those the plan needs last first, until @want bytes went, so
+ * that a dynamic request maps their physical memory instead of new.  A
+ * slot that needs them again maps them back.  The bytes unmapped.
+ */
+uint64_t match_lend(struct matcher *m, uint64_t want);
 /* True if @addr is in the pool's address range. */
 static inline bool match_owns(const struct matcher *m, uint64_t addr)
 {

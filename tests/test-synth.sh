@@ -169,8 +169,9 @@ print(f"# hits {h} misses {m} dropped {r['plan_dropped']}")
 sys.exit(0 if h and not r["plan_dropped"] and m <= 0.01 * (h + m) else 1)
 PY
 	ok $? "MoE imbalance $imb planned from seed 1, run with seed 2: misses <= 1%"
-	[ "$imb" = 2 ] && continue
 	# and the planned run reserves no more than off, give or take a chunk
+	# (at imbalance 2, only with the pool's idle chunks lent to the
+	# expert buffers that outgrow the plan's free space)
 	"$O/stalloc-replay" --json --policy off "$tmp/moe-r.trace" \
 		>"$tmp/moe-off.json" &&
 		python3 - "$tmp/moe.json" "$tmp/moe-off.json" <<'PY'

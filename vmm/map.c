@@ -552,6 +552,46 @@ static uint64_t vmm_hole(struct vmm_space *s, uint64_t i, uint64_t end,
 	return i;
 }
 
+void vmm_set_shrinker(struct vmm_space *s,
+		      void (*fn)(void *ctx, uint64_t va, uint64_t bytes,
+				 uint64_t over),
+		      void *ctx)
+{
+	sa_mutex_lock(&s->lock);
+	s->shrink = fn;
+	s->shrink_ctx = ctx;
+	sa_mutex_unlock(&s->lock);
+}
+
+/* How far mapping @missing more bytes would go past the physical peak. */
+static uint64_t vmm_over_peak(struct vmm_space *s, uint64_t missing)
+{
+	uint64_t want;
+
+	sa_mutex_lock(&s->lock);
+	want = s->st.bytes_mapped + missing;
+	want = want > s->st.phys_bytes_peak ? want - s->st.phys_bytes_peak : 0;
+	sa_mutex_unlock(&s->lock);
+	return want;
+}
+
+/*
+ * Before mapping the holes of slots [first, end): let the shrinker give
+ * back idle memory if they would raise the physical high water.
+ */
+static void vmm_shrink_for(struct vmm_space *s, uint64_t first, uint64_t end)
+{
+	uint64_t i, run, missing = 0, over;
+
+	for (i = vmm_hole(s, first, end, &run); i < end;
+	     i = vmm_hole(s, run, end, &run))
+		missing += (run - i) * s->chunk;
+	over = missing ? vmm_over_peak(s, missing) : 0;
+	if (over)
+		s->shrink(s->shrink_ctx, vmm_slot_va(s, first),
+			  (end - first) * s->chunk, over);
+}
+
 int vmm_map_missing(struct vmm_space *s, uint64_t va, uint64_t bytes,
 		    uint64_t *mapped)
 {
@@ -564,6 +604,8 @@ int vmm_map_missing(struct vmm_space *s, uint64_t va, uint64_t bytes,
 		return vmm_check_child(s, "map") ?:
 			       vmm_check_range(s, "map", va, bytes);
 	end = vmm_slot(s, lo) + (hi - lo) / s->chunk;
+	if (s->shrink)
+		vmm_shrink_for(s, vmm_slot(s, lo), end);
 	for (i = vmm_hole(s, vmm_slot(s, lo), end, &run); !err && i < end;
 	     i = vmm_hole(s, run, end, &run)) {
 		err = vmm_map(s, vmm_slot_va(s, i), (run - i) * s->chunk);
@@ -590,6 +632,12 @@ static bool vmm_any_inside(struct vmm_space *s, uint64_t first, uint64_t n)
 int vmm_unmap_present(struct vmm_space *s, uint64_t va, uint64_t bytes,
 		      unsigned int flags, uint64_t *released)
 {
+	return vmm_unmap_some(s, va, bytes, UINT64_MAX, flags, released);
+}
+
+int vmm_unmap_some(struct vmm_space *s, uint64_t va, uint64_t bytes,
+		   uint64_t want, unsigned int flags, uint64_t *released)
+{
 	uint64_t lo, hi, first, n, i, next, done = 0;
 	int err;
 
@@ -610,7 +658,7 @@ int vmm_unmap_present(struct vmm_space *s, uint64_t va, uint64_t bytes,
 	if (!vmm_any_inside(s, first, n))
 		goto out_unlock;
 	err = vmm_sync_locked(s, flags);
-	for (i = first; !err && i < first + n; i = next) {
+	for (i = first; !err && i < first + n && done < want; i = next) {
 		struct vmm_ment *e = s->slots[i];
 		uint64_t b;
 

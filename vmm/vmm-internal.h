@@ -67,6 +67,8 @@ struct vmm_ment {
  * @phys_limit: most physical bytes the space may hold
  * @next_id: id of the next chunk created
  * @fork_gen: vmm_fork_gen when the space was made (see vmm_forked())
+ * @shrink: called before a mapping raises the physical high water
+ * @shrink_ctx: its argument
  * @st: statistics (calls[] and call_failures[] are atomic, the rest under
  *	@lock)
  */
@@ -83,6 +85,8 @@ struct vmm_space {
 	uint64_t phys_limit;
 	uint64_t next_id;
 	unsigned long fork_gen;
+	void (*shrink)(void *ctx, uint64_t va, uint64_t bytes, uint64_t over);
+	void *shrink_ctx;
 	struct vmm_stats st;
 };
 

@@ -227,6 +227,20 @@ int vmm_map_missing(struct vmm_space *s, uint64_t va, uint64_t bytes,
 		    uint64_t *mapped);
 
 /*
+ * Register @fn as the space's shrinker: vmm_map_missing() calls it, in its
+ * caller's context and without the space's lock, before it maps memory
+ * that would take the bytes mapped @over bytes past the physical high
+ * water (the peak of physical bytes held), with the chunk-aligned range it
+ * is about to map.  The shrinker may unmap idle memory elsewhere (with
+ * vmm_unmap_present()), whose chunks the mapping then reuses instead of
+ * new ones.  NULL: none (the default).
+ */
+void vmm_set_shrinker(struct vmm_space *s,
+		      void (*fn)(void *ctx, uint64_t va, uint64_t bytes,
+				 uint64_t over),
+		      void *ctx);
+
+/*
  * The reverse: unmap every mapping lying wholly inside [va, va + bytes)
  * (chunks only partly inside, unmapped slots and mappings reaching past
  * either end are left alone), after one device synchronisation unless
@@ -236,6 +250,9 @@ int vmm_map_missing(struct vmm_space *s, uint64_t va, uint64_t bytes,
  */
 int vmm_unmap_present(struct vmm_space *s, uint64_t va, uint64_t bytes,
 		      unsigned int flags, uint64_t *released);
+/* The same, lowest mapping first, stopping once @want bytes went. */
+int vmm_unmap_some(struct vmm_space *s, uint64_t va, uint64_t bytes,
+		   uint64_t want, unsigned int flags, uint64_t *released);
 
 /*
  * Move the chunks mapped at [from, from + bytes) to [to, to + bytes) without
