@@ -6,13 +6,13 @@
  * positions.  Before the plan's warm-up is over (the first iterations,
  * which create optimizer state) it counts prologue allocations and serves
  * the persistent ones.  In a planned iteration, a request is matched to a
- * position near the cursor: the cursor's own position takes any request no
- * larger than its slot, and a dynamic one any request at all (its sizes
- * vary); the next MATCH_AHEAD positions and the MATCH_BEHIND before take a
- * request of exactly their planned size (or, for a dynamic position, of a
- * size in its range) -- right after a run of dynamic positions, before the
- * cursor's loose fit, since the job may have issued fewer of them.  The
- * cursor then moves past the match.  So an inserted request matches
+ * position near the cursor, in this order: a dynamic position at the
+ * cursor takes any request at all (its sizes vary); a static one a request
+ * of exactly its size; then the next MATCH_AHEAD static positions one of
+ * exactly theirs (the job may have issued fewer requests than planned);
+ * then the cursor's position any request no larger than its slot; then
+ * the dynamic positions ahead and the MATCH_BEHIND static ones before a
+ * request of their size (range).  The cursor then moves past the match.  So an inserted request matches
  * nothing and leaves the cursor where it was, a missing one is skipped
  * over, a resized one costs itself only: never a cascade of misses.
  *
@@ -336,24 +336,26 @@ static int64_t find_pos(const struct matcher *m, uint64_t size)
 
 	/*
 	 * A dynamic position takes whatever comes: its sizes vary (MoE
-	 * routing), so a size says nothing there.  Just after a run of them
-	 * the job may be ahead of the cursor (it issued fewer than planned:
-	 * an expert with no tokens), so an exact match ahead comes before a
-	 * looser one at the cursor.
+	 * routing), so a size says nothing there.  Otherwise an exact match
+	 * ahead comes before a looser one at the cursor: the job may be
+	 * ahead of the cursor (it issued fewer requests than planned: an
+	 * expert with no tokens, a slot whose request missed), and a small
+	 * request in a large slot would hold it past its planned end, in the
+	 * way of the slots planned there after it.
 	 */
 	if (m->cursor < n && is_dyn(m, m->cursor))
 		return m->cursor;
 	if (m->cursor < n && fits(m, m->cursor, size, false))
 		return m->cursor;
-	if (m->cursor > 0 && is_dyn(m, m->cursor - 1))
-		for (k = 1; k <= MATCH_AHEAD && m->cursor + k < n; k++)
-			if (!is_dyn(m, m->cursor + k) &&
-			    fits(m, m->cursor + k, size, false))
-				return m->cursor + k;
+	for (k = 1; k <= MATCH_AHEAD && m->cursor + k < n; k++)
+		if (!is_dyn(m, m->cursor + k) &&
+		    fits(m, m->cursor + k, size, false))
+			return m->cursor + k;
 	if (m->cursor < n && fits(m, m->cursor, size, true))
 		return m->cursor;
 	for (k = 1; k <= MATCH_AHEAD && m->cursor + k < n; k++)
-		if (fits(m, m->cursor + k, size, false))
+		if (is_dyn(m, m->cursor + k) &&
+		    fits(m, m->cursor + k, size, false))
 			return m->cursor + k;
 	for (k = 1; k <= MATCH_BEHIND && k <= m->cursor; k++)
 		if (fits(m, m->cursor - k, size, false))

@@ -4,10 +4,11 @@
  *
  * A small regular workload is traced and planned (make_plan()), then run
  * under the plan: every request hits, with or without markers; inserted
- * and resized requests miss and the plan recovers; another workload drops
- * the plan; a corrupt plan leaves the device in off mode; a dynamic
- * request goes to the space the plan leaves free, or borrows the pool's
- * idle chunks; auto mode plans in the background and switches mid-run.  Set-up: tests/mapper-fixture.h.
+ * and resized requests miss and the plan recovers, a left-out one shifts
+ * nothing; another workload drops the plan; a corrupt plan leaves the
+ * device in off mode; a dynamic request goes to the space the plan leaves
+ * free, or borrows the pool's idle chunks; auto mode plans in the
+ * background and switches mid-run.  Set-up: tests/mapper-fixture.h.
  */
 #include "tests/mapper-fixture.h"
 
@@ -93,6 +94,71 @@ static void test_plan_perturbed(void **state)
 	assert_true(b.plan_misses - a.plan_misses <= 3 * 2);
 	assert_int_equal(b.plan_hits - a.plan_hits, 6 + 5 + 6);
 	stalloc_free(w, 0, 0, NULL);
+	unlink(plan);
+}
+
+/*
+ * One iteration of three live tensors, the first the largest; @skip leaves
+ * it out.  The second's address goes to *@second.
+ */
+static void skip_iter(bool skip, void **second)
+{
+	static const size_t n[3] = { 4 * MB, 1 * MB, 2 * MB };
+	void *p[3] = { NULL, NULL, NULL };
+	int j;
+
+	for (j = skip ? 1 : 0; j < 3; j++) {
+		p[j] = stalloc_malloc(n[j], 0, NULL);
+		assert_non_null(p[j]);
+	}
+	*second = p[1];
+	for (j = 3; j-- > 0;)
+		stalloc_free(p[j], 0, 0, NULL);
+}
+
+/*
+ * A request the job leaves out does not shift the next one into its slot:
+ * a smaller request fits the skipped one's larger slot, but its own slot,
+ * a few positions ahead, is an exact match and comes first -- in a larger
+ * slot it would stay past the slot's planned end, in the way of the slots
+ * planned there after it.
+ */
+static void test_plan_skipped(void **state)
+{
+	char pattern[256], trace[256], plan[256];
+	struct stalloc_stats a, b;
+	struct stalloc_plan *p;
+	void *mine, *got;
+	int k;
+
+	(void)state;
+	snprintf(pattern, sizeof(pattern), "%s/s-%%d.trace", dir);
+	snprintf(trace, sizeof(trace), "%s/s-0.trace", dir);
+	snprintf(plan, sizeof(plan), "%s/s.plan", dir);
+	setenv("STALLOC_MODE", "trace", 1);
+	setenv("STALLOC_TRACE", pattern, 1);
+	for (k = 0; k < 4; k++) {
+		stalloc_mark("iteration");
+		skip_iter(false, &got);
+	}
+	stalloc_shutdown();
+	assert_int_equal(stalloc_plan_file(trace, NULL, &p), 0);
+	assert_int_equal(stalloc_plan_write(p, plan), 0);
+	stalloc_plan_free(p);
+	setenv("STALLOC_MODE", "plan", 1);
+	setenv("STALLOC_PLAN", plan, 1);
+	for (k = 0; k < 3; k++) {
+		stalloc_mark("iteration");
+		skip_iter(false, &mine);
+	}
+	stalloc_stats(0, &a);
+	stalloc_mark("iteration");
+	skip_iter(true, &got);
+	stalloc_stats(0, &b);
+	assert_ptr_equal(got, mine);
+	assert_int_equal(b.plan_hits - a.plan_hits, 2);
+	assert_int_equal(b.plan_misses, a.plan_misses);
+	unlink(trace);
 	unlink(plan);
 }
 
@@ -354,6 +420,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_auto_no_markers),
 		MAPPER_TEST(test_plan_reuse),
 		MAPPER_TEST(test_plan_lend),
+		MAPPER_TEST(test_plan_skipped),
 	};
 	const char *group = mapper_init(argc, argv, "mapper-plan");
 
