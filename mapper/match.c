@@ -412,26 +412,9 @@ static void note(struct matcher *m, uint64_t addr, uint64_t req, uint64_t id,
 
 static bool match_place(struct matcher *m, uint64_t size, void *stream,
 			uint64_t *addr, uint32_t *ent, bool *miss);
-static void unmap_idle(struct matcher *m);
 static void implicit_iteration(struct matcher *m, uint64_t asize);
 static void inferred_iteration(struct matcher *m);
 static void missed_marker(struct matcher *m, uint64_t asize);
-
-/*
- * A planned iteration misses more than it hits (and more than a few): the
- * plan does not fit this job (MoE routing unlike the recorded one, another
- * model).  Drop it at once, not at an iteration's end, so that its pool
- * does not stay mapped beside the dynamic memory the misses take.
- */
-static bool misfit(struct matcher *m, bool hit, bool miss)
-{
-	if (m->disabled || m->marks <= m->plan->warmup)
-		return false;
-	m->iter_hits += hit;
-	m->iter_misses += miss;
-	return m->iter_misses > MATCH_MISFIT_MISSES &&
-	       m->iter_misses > m->iter_hits;
-}
 
 bool match_alloc(struct matcher *m, uint64_t size, uint64_t id, void *stream,
 		 uint64_t *addr, uint32_t *ent, bool *miss)
@@ -440,16 +423,6 @@ bool match_alloc(struct matcher *m, uint64_t size, uint64_t id, void *stream,
 
 	if (hit)
 		note(m, *addr, size, id, stream);
-	if (unlikely(misfit(m, hit, *miss))) {
-		sa_log(STALLOC_LOG_WARN,
-		       "runtime: device %d: a planned iteration missed %llu "
-		       "requests and hit %llu: the plan does not fit this "
-		       "workload; continuing without it",
-		       vmm_device(m->vmm), (unsigned long long)m->iter_misses,
-		       (unsigned long long)m->iter_hits);
-		m->disabled = true;
-		unmap_idle(m);
-	}
 	return hit;
 }
 
@@ -491,7 +464,7 @@ static bool place_near_cursor(struct matcher *m, uint64_t asize, void *stream,
  * and served at their slots where free -- the plan keeps them clear of the
  * persistent entries -- so that the warm-up does not build a dynamic region
  * of its own beside the pool; one that matches nothing is served
- * dynamically, and is no miss.  After MATCH_MISFIT_MISSES of those the
+ * dynamically, and is no miss.  After MATCH_WARM_MISSES of those the
  * warm-up is not like the steady iteration (a first iteration that
  * allocates differently): the rest of it is served dynamically, so that
  * few of its blocks stand in the planned iterations' way.
@@ -501,10 +474,10 @@ static bool warm_place(struct matcher *m, uint64_t asize, void *stream,
 {
 	bool missed, hit;
 
-	if (m->iter_misses > MATCH_MISFIT_MISSES)
+	if (m->warm_misses > MATCH_WARM_MISSES)
 		return false; /* this warm-up is not the steady iteration */
 	hit = place_near_cursor(m, asize, stream, addr, ent, &missed);
-	m->iter_misses += missed;
+	m->warm_misses += missed;
 	return hit;
 }
 
@@ -641,7 +614,7 @@ static bool next_iteration(struct matcher *m)
 
 	m->marks++;
 	m->cursor = 0;
-	m->iter_hits = m->iter_misses = 0;
+	m->warm_misses = 0;
 	if (m->marks == m->plan->warmup + 1 || m->marks == m->plan->warmup + 2)
 		m->warm_done = true;
 	if (m->disabled || m->marks != m->plan->warmup + 2 || fingerprint_ok(m))

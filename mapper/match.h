@@ -16,8 +16,8 @@
 #define MATCH_AHEAD 8
 #define MATCH_BEHIND 2
 
-/* Misses in a planned iteration before a misfit plan is dropped. */
-#define MATCH_MISFIT_MISSES 32
+/* Non-matches in the warm-up's last iteration before it is not matched. */
+#define MATCH_WARM_MISSES 32
 
 /* The entry number of a dynamic request placed in the plan's free space. */
 #define MATCH_REUSED UINT32_MAX
@@ -57,8 +57,8 @@ struct match_live {
  *	iteration, for the fingerprint check
  * @warm_done: the first planned iteration just began or ended: the
  *	warm-up's dynamic memory can go (the runtime clears it)
- * @iter_hits, @iter_misses: served from the plan and missed in this
- *	planned iteration (for the misfit drop)
+ * @warm_misses: requests of the warm-up's last iteration that matched
+ *	no free slot
  * @disabled: the plan does not fit this workload: served dynamically
  * @marked: markers were seen; without them iteration starts are inferred
  * @implicit: with markers, this iteration's start was inferred (its marker
@@ -87,8 +87,7 @@ struct matcher {
 	uint64_t live_bytes; /* slot bytes of @live */
 	uint64_t *seen_size;
 	bool warm_done;
-	uint64_t iter_hits;
-	uint64_t iter_misses;
+	uint64_t warm_misses;
 	bool syncing; /* wait for the start of an iteration */
 	bool disabled;
 	bool marked; /* "iteration" markers come */

@@ -5,10 +5,11 @@
  * A small regular workload is traced and planned (make_plan()), then run
  * under the plan: every request hits, with or without markers; inserted
  * and resized requests miss and the plan recovers, a left-out one shifts
- * nothing; another workload drops the plan; a corrupt plan leaves the
- * device in off mode; a dynamic request goes to the space the plan leaves
- * free, or borrows the pool's idle chunks; auto mode plans in the
- * background and switches mid-run.  Set-up: tests/mapper-fixture.h.
+ * nothing, an iteration unlike the plan keeps it; another workload drops
+ * the plan; a corrupt plan leaves the device in off mode; a dynamic
+ * request goes to the space the plan leaves free, or borrows the pool's
+ * idle chunks; auto mode plans in the background and switches mid-run.
+ * Set-up: tests/mapper-fixture.h.
  */
 #include "tests/mapper-fixture.h"
 
@@ -159,6 +160,43 @@ static void test_plan_skipped(void **state)
 	assert_int_equal(b.plan_hits - a.plan_hits, 2);
 	assert_int_equal(b.plan_misses, a.plan_misses);
 	unlink(trace);
+	unlink(plan);
+}
+
+/*
+ * An iteration unlike the plan (an evaluation pass: every request misses)
+ * keeps the plan: its misses borrow the idle slots' memory, and the next
+ * training iteration is served from the plan again.
+ */
+static void test_plan_phase(void **state)
+{
+	struct stalloc_stats a, b, c;
+	struct blk live[6];
+	char plan[256];
+	void *w;
+	int k;
+
+	(void)state;
+	make_plan(plan, sizeof(plan));
+	w = stalloc_malloc(32 * MB, 0, NULL);
+	for (k = 0; k < 3; k++) {
+		stalloc_mark("iteration");
+		workload_iter(live, 1, false, false);
+	}
+	stalloc_stats(0, &a);
+	stalloc_mark("iteration");
+	for (k = 0; k < 8; k++) /* 48 requests, 36 of sizes not planned */
+		workload_iter(live, 2, false, false);
+	stalloc_stats(0, &b);
+	assert_true(b.plan_misses - a.plan_misses > 32);
+	stalloc_mark("iteration");
+	workload_iter(live, 1, false, false);
+	stalloc_stats(0, &c);
+	assert_int_equal(c.plan_hits - b.plan_hits, 6);
+	assert_int_equal(c.plan_misses, b.plan_misses);
+	/* the pool (53 MB) and the phase's 42 MB shared chunks */
+	assert_true(c.reserved_peak < 32 * MB + 21 * MB + 42 * MB);
+	stalloc_free(w, 0, 0, NULL);
 	unlink(plan);
 }
 
@@ -421,6 +459,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_reuse),
 		MAPPER_TEST(test_plan_lend),
 		MAPPER_TEST(test_plan_skipped),
+		MAPPER_TEST(test_plan_phase),
 	};
 	const char *group = mapper_init(argc, argv, "mapper-plan");
 
