@@ -76,6 +76,11 @@ static const struct opt table[SA_OPT_NR] = {
 				 NULL, "0 (no limit)", "library",
 				 "give cached memory back once more than "
 				 "this is cached" },
+	[SA_OPT_LEND] = { "STALLOC_LEND", T_BOOL, 0, 1, NULL, "1", "1",
+			  "library",
+			  "plan mode: 0 never unmaps idle memory for a "
+			  "dynamic request (no device synchronisation on that "
+			  "path; more memory)" },
 	[SA_OPT_CTL] = { "STALLOC_CTL", T_BOOL, 0, 1, NULL, "1", "1", "library",
 			 "0 turns the control socket off" },
 	[SA_OPT_LOG] = { "STALLOC_LOG", T_CHOICE, 0, 0,

@@ -61,8 +61,9 @@ static int parse_mode(enum mdev_mode *m)
  * iteration without dynamic requests makes no driver call.  Off mode
  * keeps its free memory cached (trimmed only past STALLOC_CACHE_LIMIT or
  * out of memory): unmapping there would cost driver calls and device
- * synchronisations in every iteration.  Device lock held (every mapping is
- * made under it).
+ * synchronisations in every iteration.  A shrink costs one device
+ * synchronisation (before its unmaps); STALLOC_LEND=0 registers no
+ * shrinker.  Device lock held (every mapping is made under it).
  */
 static void dev_shrink(void *ctx, uint64_t va, uint64_t bytes, uint64_t over)
 {
@@ -73,17 +74,20 @@ static void dev_shrink(void *ctx, uint64_t va, uint64_t bytes, uint64_t over)
 	if (!d->planned || d->match.disabled || d->ss.capture)
 		return; /* and no unmap while a graph is captured */
 	got = dyn_release_some(&d->dyn, over);
+	/* one device synchronisation: dyn_release_some() made it if got */
 	if (got < over &&
 	    (!match_owns(&d->match, va) || dyn_used_bytes(&d->dyn)))
-		match_lend(&d->match, over - got);
+		match_lend(&d->match, over - got, got ? VMM_SYNCED : 0);
 }
 
 static int dev_open_vmm(struct mdev *d)
 {
 	struct vmm_config cfg = { .device = d->device };
+	bool lend;
 	int err;
 
-	err = sa_opt_size(SA_OPT_CACHE_LIMIT, 0, &d->cache_limit);
+	err = sa_opt_size(SA_OPT_CACHE_LIMIT, 0, &d->cache_limit) ?:
+		      sa_opt_bool(SA_OPT_LEND, &lend);
 	if (err)
 		return err;
 	err = vmm_space_create(&cfg, &d->vmm);
@@ -96,7 +100,8 @@ static int dev_open_vmm(struct mdev *d)
 		vmm_set_phys_limit(d->vmm, lim);
 	}
 	ss_init(&d->ss, d->vmm);
-	vmm_set_shrinker(d->vmm, dev_shrink, d);
+	if (lend)
+		vmm_set_shrinker(d->vmm, dev_shrink, d);
 	gp_init(&d->gp);
 	dev_regions(d, vmm_base(d->vmm));
 	return 0;

