@@ -186,6 +186,12 @@ int pack_window_reach(struct pack_ctx *ctx, struct pack_group *g);
  */
 int pack_window_group(struct pack_ctx *ctx, struct pack_group *g, uint64_t cap,
 		      double until_ms, size_t from, size_t count);
+/*
+ * A skyline pass ranked by nested (laminar) families, the longest first,
+ * then by start (pack-family.c).  Keeps the group's packing when it is
+ * better.  0 or -ENOMEM.
+ */
+int pack_family(struct pack_ctx *ctx, struct pack_group *g);
 /* A placed item's address range [off, top). */
 struct pack_span {
 	uint64_t off;

@@ -39,6 +39,8 @@
 #define PACK_GREEDY_MAX_EDGES (96u << 20)
 /* The best-fit greedy (after the skyline one) costs O(E log E). */
 #define PACK_BEST_FIT_MAX_EDGES (4u << 20)
+/* Beyond this, a group gets no family-ranked pass (pack-family.c). */
+#define PACK_FAMILY_MAX_ITEMS 65536
 /* Of its share of the time, what a searchable group spends improving. */
 #define PACK_LOCAL_SHARE 0.25
 /* Of its share of the time, the window-ranked passes of a searchable group. */
@@ -589,6 +591,8 @@ static int pack_construct_group(struct pack_ctx *ctx, struct pack_group *g,
 		if (!err && g->edges <= PACK_BEST_FIT_MAX_EDGES &&
 		    g->peak > g->load)
 			err = pack_greedy(ctx, g, true);
+		if (!err && g->peak > g->load && g->nr <= PACK_FAMILY_MAX_ITEMS)
+			err = pack_family(ctx, g);
 		if (!err && !ctx->no_search && g->peak > g->load) {
 			now = pack_work_ms(ctx);
 			until = now + (budget - now) / (double)left;
