@@ -9,9 +9,9 @@
  * splits the rest into independent groups: runs of sections that no
  * lifetime crosses, merged when a wrap-around buffer links two of them.
  * Each group is then packed on its own from offset 0 by the skyline passes
- * of pack-window.c and pack-skyline.c (the sweep of pack-sweep.c for huge
- * groups) and pack-greedy.c and, where a gap to the lower bound remains,
- * improved by pack-improve.c and pack-search.c.
+ * of pack-window.c, pack-skyline.c and pack-family.c (the sweep of
+ * pack-sweep.c for huge groups) and pack-greedy.c and, where a gap to the
+ * lower bound remains, improved by pack-improve.c and pack-search.c.
  *
  * Determinism: every loop that may run long charges its steps to
  * ctx->work (pack_charge()) and stops on the work it has done, never on
