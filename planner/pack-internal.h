@@ -9,9 +9,9 @@
  * splits the rest into independent groups: runs of sections that no
  * lifetime crosses, merged when a wrap-around buffer links two of them.
  * Each group is then packed on its own from offset 0 by the skyline passes
- * of pack-window.c and pack-skyline.c (the sweep of pack-sweep.c for huge
- * groups) and pack-greedy.c and, where a gap to the lower bound remains,
- * improved by pack-improve.c and pack-search.c.
+ * of pack-window.c, pack-skyline.c and pack-family.c (the sweep of
+ * pack-sweep.c for huge groups) and pack-greedy.c and, where a gap to the
+ * lower bound remains, improved by pack-improve.c and pack-search.c.
  *
  * Determinism: every loop that may run long charges its steps to
  * ctx->work (pack_charge()) and stops on the work it has done, never on
@@ -186,6 +186,12 @@ int pack_window_reach(struct pack_ctx *ctx, struct pack_group *g);
  */
 int pack_window_group(struct pack_ctx *ctx, struct pack_group *g, uint64_t cap,
 		      double until_ms, size_t from, size_t count);
+/*
+ * A skyline pass ranked by nested (laminar) families, the longest first,
+ * then by start (pack-family.c).  Keeps the group's packing when it is
+ * better.  0 or -ENOMEM.
+ */
+int pack_family(struct pack_ctx *ctx, struct pack_group *g);
 /* A placed item's address range [off, top). */
 struct pack_span {
 	uint64_t off;

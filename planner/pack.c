@@ -13,7 +13,9 @@
  * (pack_construct_group()): the window and skyline passes of pack-window.c
  * and pack-skyline.c, or instead the sweep of pack-sweep.c for groups too
  * big for them; then the best-fit greedy of pack-greedy.c when it is
- * affordable and the peak is above the group's LOAD.  While time remains
+ * affordable and the peak is above the group's LOAD, the pass ranked by
+ * nested families of pack-family.c (pipeline-parallel traces), and the
+ * greedy's other orders.  While time remains
  * and a peak is above the lower bound, the groups above it are improved
  * locally (pack-improve.c), then pack-search.c looks for a packing of
  * every group under a capacity C, starting with C = LOAD and bisecting
@@ -39,6 +41,8 @@
 #define PACK_GREEDY_MAX_EDGES (96u << 20)
 /* The best-fit greedy (after the skyline one) costs O(E log E). */
 #define PACK_BEST_FIT_MAX_EDGES (4u << 20)
+/* Beyond this, a group gets no family-ranked pass (pack-family.c). */
+#define PACK_FAMILY_MAX_ITEMS 65536
 /* Of its share of the time, what a searchable group spends improving. */
 #define PACK_LOCAL_SHARE 0.25
 /* Of its share of the time, the window-ranked passes of a searchable group. */
@@ -566,11 +570,11 @@ static bool pack_searchable(const struct pack_group *g)
 /*
  * The constructive packings of group @g, the @left th last: skyline
  * passes (ranked around the peak, by reach and then by the first window,
- * by area, by size, then by other windows while time is left), or the
- * sweep for groups too big for them; the best-fit greedy in the order the
- * buffers start (an online allocator's packing: no plan is worse) right
- * after the first passes, whatever the time left; then the greedy's other
- * orders when affordable and a gap remains.  The window passes may take the
+ * by area, by size, then by nested families, then by other windows while
+ * time is left), or the sweep for groups too big for them; the best-fit
+ * greedy in the order the buffers start (an online allocator's packing:
+ * no plan is worse) right after the first passes, whatever the time left;
+ * then the greedy's other orders when affordable and a gap remains.  The window passes may take the
  * group's share of the time left, or a part of it if the exact search can
  * follow.
  */
@@ -589,6 +593,8 @@ static int pack_construct_group(struct pack_ctx *ctx, struct pack_group *g,
 		if (!err && g->edges <= PACK_BEST_FIT_MAX_EDGES &&
 		    g->peak > g->load)
 			err = pack_greedy(ctx, g, true);
+		if (!err && g->peak > g->load && g->nr <= PACK_FAMILY_MAX_ITEMS)
+			err = pack_family(ctx, g);
 		if (!err && !ctx->no_search && g->peak > g->load) {
 			now = pack_work_ms(ctx);
 			until = now + (budget - now) / (double)left;
