@@ -15,9 +15,9 @@
  * big for them; then the best-fit greedy of pack-greedy.c when it is
  * affordable and the peak is above the group's LOAD, the pass ranked by
  * nested families of pack-family.c (pipeline-parallel traces), and the
- * greedy's other orders.  While time remains
- * and a peak is above the lower bound, the groups above it are improved
- * locally (pack-improve.c), then pack-search.c looks for a packing of
+ * greedy's other orders.  While time remains and a peak is above the lower
+ * bound, the groups above it are improved locally (pack-improve.c), then
+ * pack-search.c looks for a packing of
  * every group under a capacity C, starting with C = LOAD and bisecting
  * between the best proven bound and the best packing found.
  *
@@ -574,9 +574,9 @@ static bool pack_searchable(const struct pack_group *g)
  * time is left), or the sweep for groups too big for them; the best-fit
  * greedy in the order the buffers start (an online allocator's packing:
  * no plan is worse) right after the first passes, whatever the time left;
- * then the greedy's other orders when affordable and a gap remains.  The window passes may take the
- * group's share of the time left, or a part of it if the exact search can
- * follow.
+ * then the greedy's other orders when affordable and a gap remains.  The
+ * window passes may take the group's share of the time left, or a part of
+ * it if the exact search can follow.
  */
 static int pack_construct_group(struct pack_ctx *ctx, struct pack_group *g,
 				size_t left)
