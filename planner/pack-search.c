@@ -12,7 +12,11 @@
  *    unplaced item could reach would leave a gap that item fills better;
  *  - section inference: in every section, the floor (what is already
  *    taken below, raised to the lowest offset any unplaced item there can
- *    still get) plus the unplaced bytes must fit under the capacity.
+ *    still get) plus the unplaced bytes must fit under the capacity;
+ *  - hatless pruning: when the item just placed overlaps no unplaced item
+ *    and its subtree fails, the candidates after it fail too (any
+ *    completion through them holds it at the same offset), so the node
+ *    fails.
  * Static orders (ranks: lifetime width, area and the largest unplaced
  * section total, in three priorities) are tried round robin with a node
  * limit that doubles each round, so one order stuck in a bad subtree
@@ -103,6 +107,7 @@ struct pack_search {
 	uint64_t work;
 	uint64_t steps;
 	bool dead;
+	bool hatless;
 };
 
 /*
@@ -460,7 +465,10 @@ static int pack_raise_neighbours(struct pack_search *s, uint32_t c,
 	for (j = s->nb_start[c]; j < s->nb_start[c + 1] && !err; j++) {
 		uint32_t v = s->nb[j];
 
-		if (s->off[v] != UINT64_MAX || s->min_off[v] >= top)
+		if (s->off[v] != UINT64_MAX)
+			continue;
+		s->hatless = false;
+		if (s->min_off[v] >= top)
 			continue;
 		err = pack_log(&s->off_log, v, s->min_off[v]);
 		s->min_off[v] = top;
@@ -734,12 +742,19 @@ static int pack_node(struct pack_search *s, const struct pack_part *pt,
 		size_t off_mark = s->off_log.n, floor_mark = s->floor_log.n;
 
 		s->dead = false;
+		s->hatless = true;
 		ret = pack_place(s, c);
 		if (!ret && !s->dead && pack_fits(s, pt, s->off[c]))
 			ret = pack_split(s, pt, c);
 		if (ret == 1)
 			s->sol[c] = s->off[c];
 		pack_unplace(s, c, off_mark, floor_mark);
+		/*
+		 * Hatless: nothing unplaced overlaps @c, so no other order of
+		 * the candidates left can do better (MiniMalloc's rule).
+		 */
+		if (!ret && s->hatless)
+			break;
 	}
 	s->cand.n = base;
 	return ret;
