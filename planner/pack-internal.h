@@ -172,6 +172,22 @@ int pack_skyline(struct pack_ctx *ctx, struct pack_group *g);
  */
 int pack_skyline_ranked(struct pack_ctx *ctx, struct pack_group *g,
 			const uint32_t *order, const char *name);
+/**
+ * struct pack_sky_probe - what one skyline pass tells about a capacity
+ * @cap: the capacity (in)
+ * @blame: the group position of the first item found to end above @cap,
+ *	or UINT32_MAX (none: the pass ended at most at @cap, or ran out of
+ *	time first) (out)
+ */
+struct pack_sky_probe {
+	uint64_t cap;
+	uint32_t blame;
+};
+
+/* pack_skyline_ranked(), reporting on @probe. */
+int pack_skyline_probe(struct pack_ctx *ctx, struct pack_group *g,
+		       const uint32_t *order, const char *name,
+		       struct pack_sky_probe *probe);
 /*
  * A skyline pass ranked by how far items reach on both sides of the most
  * loaded section, the widest first (pack-window.c).  Keeps the group's
@@ -192,6 +208,13 @@ int pack_window_group(struct pack_ctx *ctx, struct pack_group *g, uint64_t cap,
  * better.  0 or -ENOMEM.
  */
 int pack_family(struct pack_ctx *ctx, struct pack_group *g);
+/*
+ * Squeaky-wheel skyline passes (pack-squeaky.c): after each pass the
+ * first item that ended above @cap moves up the ranking; until @until_ms
+ * of work or until @g's peak is at most @cap.  0 or -ENOMEM.
+ */
+int pack_squeaky(struct pack_ctx *ctx, struct pack_group *g, uint64_t cap,
+		 double until_ms);
 /* A placed item's address range [off, top). */
 struct pack_span {
 	uint64_t off;

@@ -43,6 +43,8 @@
 #define PACK_BEST_FIT_MAX_EDGES (4u << 20)
 /* Beyond this, a group gets no family-ranked pass (pack-family.c). */
 #define PACK_FAMILY_MAX_ITEMS 65536
+/* Of the budget, what is held back for the squeaky-wheel passes. */
+#define PACK_SQUEAKY_SHARE 0.3
 /* Of its share of the time, what a searchable group spends improving. */
 #define PACK_LOCAL_SHARE 0.25
 /* Of its share of the time, the window-ranked passes of a searchable group. */
@@ -666,6 +668,35 @@ static int pack_local(struct pack_ctx *ctx)
 	return 0;
 }
 
+/*
+ * Squeaky-wheel passes (pack-squeaky.c) for the groups still above the
+ * target when everything else is done, each given an equal share of the
+ * work left (PACK_SQUEAKY_SHARE of the budget was held back for them);
+ * they keep only packings better than the group's.
+ */
+static int pack_squeaky_all(struct pack_ctx *ctx)
+{
+	double budget = pack_budget_ms(ctx), now;
+	size_t i, left = 0;
+	int err;
+
+	for (i = 0; i < ctx->nr_groups; i++)
+		left += ctx->groups[i].peak > ctx->target &&
+			ctx->groups[i].nr <= PACK_FAMILY_MAX_ITEMS;
+	for (i = 0; i < ctx->nr_groups && left; i++) {
+		struct pack_group *g = &ctx->groups[i];
+
+		if (g->peak <= ctx->target || g->nr > PACK_FAMILY_MAX_ITEMS)
+			continue;
+		now = pack_work_ms(ctx);
+		err = pack_squeaky(ctx, g, ctx->target,
+				   now + (budget - now) / (double)left--);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
 static uint64_t pack_max_peak(const struct pack_ctx *ctx)
 {
 	uint64_t best = 0;
@@ -819,9 +850,14 @@ static int pack_local_rest(struct pack_ctx *ctx)
 
 static int pack_run(struct pack_ctx *ctx, struct pack_result *res)
 {
+	uint64_t limit = ctx->work_limit;
 	bool proven = false;
 	int err;
 
+	/* The squeaky-wheel passes' share is held back until the end. */
+	if (!ctx->no_search)
+		ctx->work_limit -=
+			(uint64_t)((double)limit * PACK_SQUEAKY_SHARE);
 	err = pack_build_groups(ctx);
 	if (!err)
 		err = pack_construct(ctx);
@@ -832,6 +868,9 @@ static int pack_run(struct pack_ctx *ctx, struct pack_result *res)
 	if (!err && !ctx->no_search && !proven && !pack_out_of_time(ctx) &&
 	    pack_max_peak(ctx) > ctx->target)
 		err = pack_local_rest(ctx);
+	ctx->work_limit = limit;
+	if (!err && !ctx->no_search && !proven)
+		err = pack_squeaky_all(ctx);
 	if (err)
 		return err;
 	res->peak = pack_max_peak(ctx);
