@@ -70,14 +70,14 @@ static void dev_shrink(void *ctx, uint64_t va, uint64_t bytes, uint64_t over)
 	struct mdev *d = ctx;
 	uint64_t got;
 
-	(void)bytes;
 	if (!d->planned || d->match.disabled || d->ss.capture)
 		return; /* and no unmap while a graph is captured */
 	got = dyn_release_some(&d->dyn, over);
 	/* one device synchronisation: dyn_release_some() made it if got */
 	if (got < over &&
 	    (!match_owns(&d->match, va) || dyn_used_bytes(&d->dyn)))
-		match_lend(&d->match, over - got, got ? VMM_SYNCED : 0);
+		match_lend(&d->match, va, bytes, over - got,
+			   got ? VMM_SYNCED : 0);
 }
 
 static int dev_open_vmm(struct mdev *d)

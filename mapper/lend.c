@@ -18,7 +18,8 @@
  * cursor passed is due in the next iteration); a mapping wholly inside a
  * gap between live blocks is due when its first chunk is.  The latest-due
  * go first, so that what is lent stays lent for as long as possible.  A
- * mapping reaching under a live block is not lent (it unmaps whole).
+ * mapping reaching under a live block is not lent (it unmaps whole), nor
+ * one under the range the caller is about to map.
  *
  * Cost: one pass over the iteration's entries and the pool's chunks per
  * call, and one device synchronisation before the unmaps (none if the
@@ -110,7 +111,8 @@ static int by_due_desc(const void *a, const void *b)
 	return (x->off > y->off) - (x->off < y->off);
 }
 
-uint64_t match_lend(struct matcher *m, uint64_t want, unsigned int flags)
+uint64_t match_lend(struct matcher *m, uint64_t va, uint64_t bytes,
+		    uint64_t want, unsigned int flags)
 {
 	uint64_t nr = m->pool_bytes / m->chunk, at = 0, freed = 0, got;
 	struct lend_cand *v = NULL;
@@ -136,6 +138,10 @@ uint64_t match_lend(struct matcher *m, uint64_t want, unsigned int flags)
 		goto out_free;
 	qsort(v, n, sizeof(*v), by_due_desc);
 	for (i = 0; i < n && freed < want; i++) {
+		/* not what is being mapped (a slot about to be handed out) */
+		if (m->base + v[i].off < va + bytes &&
+		    va < m->base + v[i].off + v[i].bytes)
+			continue;
 		if (vmm_unmap_present(m->vmm, m->base + v[i].off, v[i].bytes,
 				      VMM_SYNCED, &got))
 			break;

@@ -69,21 +69,34 @@ static void test_plan_no_markers(void **state)
 	unlink(plan);
 }
 
+/*
+ * Plan the workload (make_plan()), allocate its weights and run its
+ * warm-up and two planned iterations: the weights.
+ */
+static void *planned_start(char *plan, size_t len, struct blk *live)
+{
+	void *w;
+	int k;
+
+	make_plan(plan, len);
+	w = stalloc_malloc(32 * MB, 0, NULL);
+	assert_non_null(w);
+	for (k = 0; k < 3; k++) {
+		stalloc_mark("iteration");
+		workload_iter(live, 1, false, false);
+	}
+	return w;
+}
+
 static void test_plan_perturbed(void **state)
 {
 	struct stalloc_stats a, b;
 	struct blk live[6];
 	char plan[256];
 	void *w;
-	int k;
 
 	(void)state;
-	make_plan(plan, sizeof(plan));
-	w = stalloc_malloc(32 * MB, 0, NULL);
-	for (k = 0; k < 3; k++) {
-		stalloc_mark("iteration");
-		workload_iter(live, 1, false, false);
-	}
+	w = planned_start(plan, sizeof(plan), live);
 	stalloc_stats(0, &a);
 	stalloc_mark("iteration");
 	workload_iter(live, 1, true, false); /* an inserted request */
@@ -96,6 +109,37 @@ static void test_plan_perturbed(void **state)
 	assert_int_equal(b.plan_hits - a.plan_hits, 6 + 5 + 6);
 	stalloc_free(w, 0, 0, NULL);
 	unlink(plan);
+}
+
+/*
+ * Trace 4 iterations of @one (its argument: the iteration), plan them into
+ * @plan (files named after @tag) and set plan mode with it; the plan's
+ * summary goes to *@s.
+ */
+static void plan_from(const char *tag, void (*one)(int k), char *plan,
+		      size_t len, struct stalloc_plan_summary *s)
+{
+	char pattern[256], trace[256];
+	struct stalloc_plan *p;
+	int k;
+
+	snprintf(pattern, sizeof(pattern), "%s/%s-%%d.trace", dir, tag);
+	snprintf(trace, sizeof(trace), "%s/%s-0.trace", dir, tag);
+	snprintf(plan, len, "%s/%s.plan", dir, tag);
+	setenv("STALLOC_MODE", "trace", 1);
+	setenv("STALLOC_TRACE", pattern, 1);
+	for (k = 0; k < 4; k++) {
+		stalloc_mark("iteration");
+		one(k);
+	}
+	stalloc_shutdown();
+	assert_int_equal(stalloc_plan_file(trace, NULL, &p), 0);
+	stalloc_plan_summary(p, s);
+	assert_int_equal(stalloc_plan_write(p, plan), 0);
+	stalloc_plan_free(p);
+	unlink(trace);
+	setenv("STALLOC_MODE", "plan", 1);
+	setenv("STALLOC_PLAN", plan, 1);
 }
 
 /*
@@ -124,30 +168,24 @@ static void skip_iter(bool skip, void **second)
  * slot it would stay past the slot's planned end, in the way of the slots
  * planned there after it.
  */
+static void skip_once(int k)
+{
+	void *second;
+
+	(void)k;
+	skip_iter(false, &second);
+}
+
 static void test_plan_skipped(void **state)
 {
-	char pattern[256], trace[256], plan[256];
+	struct stalloc_plan_summary s;
 	struct stalloc_stats a, b;
-	struct stalloc_plan *p;
+	char plan[256];
 	void *mine, *got;
 	int k;
 
 	(void)state;
-	snprintf(pattern, sizeof(pattern), "%s/s-%%d.trace", dir);
-	snprintf(trace, sizeof(trace), "%s/s-0.trace", dir);
-	snprintf(plan, sizeof(plan), "%s/s.plan", dir);
-	setenv("STALLOC_MODE", "trace", 1);
-	setenv("STALLOC_TRACE", pattern, 1);
-	for (k = 0; k < 4; k++) {
-		stalloc_mark("iteration");
-		skip_iter(false, &got);
-	}
-	stalloc_shutdown();
-	assert_int_equal(stalloc_plan_file(trace, NULL, &p), 0);
-	assert_int_equal(stalloc_plan_write(p, plan), 0);
-	stalloc_plan_free(p);
-	setenv("STALLOC_MODE", "plan", 1);
-	setenv("STALLOC_PLAN", plan, 1);
+	plan_from("s", skip_once, plan, sizeof(plan), &s);
 	for (k = 0; k < 3; k++) {
 		stalloc_mark("iteration");
 		skip_iter(false, &mine);
@@ -159,7 +197,6 @@ static void test_plan_skipped(void **state)
 	assert_ptr_equal(got, mine);
 	assert_int_equal(b.plan_hits - a.plan_hits, 2);
 	assert_int_equal(b.plan_misses, a.plan_misses);
-	unlink(trace);
 	unlink(plan);
 }
 
@@ -177,12 +214,7 @@ static void test_plan_phase(void **state)
 	int k;
 
 	(void)state;
-	make_plan(plan, sizeof(plan));
-	w = stalloc_malloc(32 * MB, 0, NULL);
-	for (k = 0; k < 3; k++) {
-		stalloc_mark("iteration");
-		workload_iter(live, 1, false, false);
-	}
+	w = planned_start(plan, sizeof(plan), live);
 	stalloc_stats(0, &a);
 	stalloc_mark("iteration");
 	for (k = 0; k < 8; k++) /* 48 requests, 36 of sizes not planned */
@@ -269,33 +301,24 @@ static void *moe_iter(int k, void **b_out)
 }
 
 /* A dynamic request goes to the space the plan leaves free around it. */
+static void moe_once(int k)
+{
+	void *b;
+
+	moe_iter(k, &b);
+}
+
 static void test_plan_reuse(void **state)
 {
-	char pattern[256], trace[256], plan[256];
-	struct stalloc_plan *p;
 	struct stalloc_plan_summary s;
 	struct stalloc_stats st;
+	char plan[256];
 	void *a, *b;
 	int k;
 
 	(void)state;
-	snprintf(pattern, sizeof(pattern), "%s/r-%%d.trace", dir);
-	snprintf(trace, sizeof(trace), "%s/r-0.trace", dir);
-	snprintf(plan, sizeof(plan), "%s/r.plan", dir);
-	setenv("STALLOC_MODE", "trace", 1);
-	setenv("STALLOC_TRACE", pattern, 1);
-	for (k = 0; k < 4; k++) {
-		stalloc_mark("iteration");
-		moe_iter(k, &b);
-	}
-	stalloc_shutdown();
-	assert_int_equal(stalloc_plan_file(trace, NULL, &p), 0);
-	stalloc_plan_summary(p, &s);
+	plan_from("r", moe_once, plan, sizeof(plan), &s);
 	assert_int_equal(s.dynamic_requests, 1);
-	assert_int_equal(stalloc_plan_write(p, plan), 0);
-	stalloc_plan_free(p);
-	setenv("STALLOC_MODE", "plan", 1);
-	setenv("STALLOC_PLAN", plan, 1);
 	for (k = 0; k < 5; k++) {
 		stalloc_mark("iteration");
 		a = moe_iter(k, &b);
@@ -304,7 +327,6 @@ static void test_plan_reuse(void **state)
 	}
 	stalloc_stats(0, &st);
 	assert_int_equal(st.allocated, 0);
-	unlink(trace);
 	unlink(plan);
 }
 
