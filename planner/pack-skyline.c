@@ -52,7 +52,6 @@ struct pack_sky {
 	uint32_t *order; /* ranked items, g->items indices */
 	uint64_t *off;
 	uint64_t step; /* work units of one heap step: the tree's depth */
-	struct pack_sky_probe *probe; /* or NULL */
 };
 
 static uint64_t pack_max64(uint64_t a, uint64_t b)
@@ -190,10 +189,6 @@ static uint64_t pack_sky_pass(struct pack_sky *t, uint64_t bound)
 		    pack_out_of_time(ctx))
 			return UINT64_MAX;
 		m = pack_sky_min_off(t, it);
-		if (t->probe && m + it->size > t->probe->cap &&
-		    t->probe->blame == UINT32_MAX) {
-			t->probe->blame = e.id;
-		}
 		/* Heights only rise: @m bounds the item's final offset. */
 		if (m + it->size >= bound)
 			return UINT64_MAX;
@@ -321,17 +316,13 @@ static int pack_sky_run_ranked(struct pack_sky *t, const uint32_t *order,
 }
 
 static int pack_sky_common(struct pack_ctx *ctx, struct pack_group *g,
-			   const uint32_t *order, const char *name,
-			   struct pack_sky_probe *probe)
+			   const uint32_t *order, const char *name)
 {
 	struct pack_sky t = { 0 };
 	int err = -ENOMEM;
 
 	t.ctx = ctx;
 	t.g = g;
-	t.probe = probe;
-	if (probe)
-		probe->blame = UINT32_MAX;
 	t.P = 1;
 	t.step = 4;
 	while (t.P < g->nr_secs) {
@@ -356,18 +347,11 @@ static int pack_sky_common(struct pack_ctx *ctx, struct pack_group *g,
 
 int pack_skyline(struct pack_ctx *ctx, struct pack_group *g)
 {
-	return pack_sky_common(ctx, g, NULL, NULL, NULL);
+	return pack_sky_common(ctx, g, NULL, NULL);
 }
 
 int pack_skyline_ranked(struct pack_ctx *ctx, struct pack_group *g,
 			const uint32_t *order, const char *name)
 {
-	return pack_sky_common(ctx, g, order, name, NULL);
-}
-
-int pack_skyline_probe(struct pack_ctx *ctx, struct pack_group *g,
-		       const uint32_t *order, const char *name,
-		       struct pack_sky_probe *probe)
-{
-	return pack_sky_common(ctx, g, order, name, probe);
+	return pack_sky_common(ctx, g, order, name);
 }

@@ -13,13 +13,14 @@
  * (pack_construct_group()): the window and skyline passes of pack-window.c
  * and pack-skyline.c, or instead the sweep of pack-sweep.c for groups too
  * big for them; then the best-fit greedy of pack-greedy.c when it is
- * affordable and the peak is above the group's LOAD, the pass ranked by
- * nested families of pack-family.c (pipeline-parallel traces), and the
- * greedy's other orders.  While time remains and a peak is above the lower
- * bound, the groups above it are improved locally (pack-improve.c), then
- * pack-search.c looks for a packing of
- * every group under a capacity C, starting with C = LOAD and bisecting
- * between the best proven bound and the best packing found.
+ * affordable and the peak is above the group's LOAD, the passes ranked by
+ * nested families (pack-family.c) and by start (pack-start.c), for
+ * pipeline-parallel traces, and the greedy's other orders.  While time
+ * remains and a peak is above the lower bound, the groups above it are
+ * improved locally (pack-improve.c), then pack-search.c looks for a
+ * packing of every group under a capacity C, starting with C = LOAD and
+ * bisecting between the best proven bound and the best packing found (the
+ * search's set-up is built once per group and kept in ctx->search).
  *
  * Invariants: every group's item offsets always describe a valid packing
  * of that group (a search only replaces them with another valid one), so
@@ -43,8 +44,6 @@
 #define PACK_BEST_FIT_MAX_EDGES (4u << 20)
 /* Beyond this, a group gets no family-ranked pass (pack-family.c). */
 #define PACK_FAMILY_MAX_ITEMS 65536
-/* Of the budget, what is held back for the squeaky-wheel passes. */
-#define PACK_SQUEAKY_SHARE 0.3
 /* Of its share of the time, what a searchable group spends improving. */
 #define PACK_LOCAL_SHARE 0.25
 /* Of its share of the time, the window-ranked passes of a searchable group. */
@@ -561,6 +560,7 @@ static void pack_ctx_free(struct pack_ctx *ctx)
 	free(ctx->groups);
 	free(ctx->items);
 	free(ctx->stamp);
+	pack_search_release(ctx);
 }
 
 static bool pack_searchable(const struct pack_group *g)
@@ -597,6 +597,8 @@ static int pack_construct_group(struct pack_ctx *ctx, struct pack_group *g,
 			err = pack_greedy(ctx, g, true);
 		if (!err && g->peak > g->load && g->nr <= PACK_FAMILY_MAX_ITEMS)
 			err = pack_family(ctx, g);
+		if (!err && g->peak > g->load && g->nr <= PACK_FAMILY_MAX_ITEMS)
+			err = pack_start_pass(ctx, g);
 		if (!err && !ctx->no_search && g->peak > g->load) {
 			now = pack_work_ms(ctx);
 			until = now + (budget - now) / (double)left;
@@ -662,35 +664,6 @@ static int pack_local(struct pack_ctx *ctx)
 			until = now + (until - now) * PACK_LOCAL_SHARE;
 		err = pack_improve_group(ctx, g, ctx->target, until,
 					 !pack_searchable(g));
-		if (err)
-			return err;
-	}
-	return 0;
-}
-
-/*
- * Squeaky-wheel passes (pack-squeaky.c) for the groups still above the
- * target when everything else is done, each given an equal share of the
- * work left (PACK_SQUEAKY_SHARE of the budget was held back for them);
- * they keep only packings better than the group's.
- */
-static int pack_squeaky_all(struct pack_ctx *ctx)
-{
-	double budget = pack_budget_ms(ctx), now;
-	size_t i, left = 0;
-	int err;
-
-	for (i = 0; i < ctx->nr_groups; i++)
-		left += ctx->groups[i].peak > ctx->target &&
-			ctx->groups[i].nr <= PACK_FAMILY_MAX_ITEMS;
-	for (i = 0; i < ctx->nr_groups && left; i++) {
-		struct pack_group *g = &ctx->groups[i];
-
-		if (g->peak <= ctx->target || g->nr > PACK_FAMILY_MAX_ITEMS)
-			continue;
-		now = pack_work_ms(ctx);
-		err = pack_squeaky(ctx, g, ctx->target,
-				   now + (budget - now) / (double)left--);
 		if (err)
 			return err;
 	}
@@ -850,14 +823,9 @@ static int pack_local_rest(struct pack_ctx *ctx)
 
 static int pack_run(struct pack_ctx *ctx, struct pack_result *res)
 {
-	uint64_t limit = ctx->work_limit;
 	bool proven = false;
 	int err;
 
-	/* The squeaky-wheel passes' share is held back until the end. */
-	if (!ctx->no_search)
-		ctx->work_limit -=
-			(uint64_t)((double)limit * PACK_SQUEAKY_SHARE);
 	err = pack_build_groups(ctx);
 	if (!err)
 		err = pack_construct(ctx);
@@ -868,9 +836,6 @@ static int pack_run(struct pack_ctx *ctx, struct pack_result *res)
 	if (!err && !ctx->no_search && !proven && !pack_out_of_time(ctx) &&
 	    pack_max_peak(ctx) > ctx->target)
 		err = pack_local_rest(ctx);
-	ctx->work_limit = limit;
-	if (!err && !ctx->no_search && !proven)
-		err = pack_squeaky_all(ctx);
 	if (err)
 		return err;
 	res->peak = pack_max_peak(ctx);
