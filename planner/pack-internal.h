@@ -9,9 +9,10 @@
  * splits the rest into independent groups: runs of sections that no
  * lifetime crosses, merged when a wrap-around buffer links two of them.
  * Each group is then packed on its own from offset 0 by the skyline passes
- * of pack-window.c, pack-skyline.c and pack-family.c (the sweep of
- * pack-sweep.c for huge groups) and pack-greedy.c and, where a gap to the
- * lower bound remains, improved by pack-improve.c and pack-search.c.
+ * of pack-window.c, pack-skyline.c, pack-family.c and pack-start.c (the
+ * sweep of pack-sweep.c for huge groups) and pack-greedy.c and, where a
+ * gap to the lower bound remains, improved by pack-improve.c and
+ * pack-search.c.
  *
  * Determinism: every loop that may run long charges its steps to
  * ctx->work (pack_charge()) and stops on the work it has done, never on
@@ -32,6 +33,8 @@
 #include <time.h>
 
 #include "pack.h"
+
+struct pack_search;
 
 /**
  * struct pack_item - one buffer as the solvers see it
@@ -89,6 +92,8 @@ struct pack_group {
  * @loc: per section, its index in its group's @secs (a lifetime piece
  *	lies in one run of sections, so its local range is contiguous too)
  * @stamp: per item scratch for deduplication (pack-greedy.c)
+ * @search: the exact search's state for the group last searched, kept
+ *	for the next search of that group (pack-search.c)
  */
 struct pack_ctx {
 	struct pack_item *items;
@@ -111,6 +116,7 @@ struct pack_ctx {
 	uint32_t *loc;
 	uint32_t *stamp;
 	uint32_t stamp_gen;
+	struct pack_search *search;
 };
 
 /*
@@ -192,6 +198,11 @@ int pack_window_group(struct pack_ctx *ctx, struct pack_group *g, uint64_t cap,
  * better.  0 or -ENOMEM.
  */
 int pack_family(struct pack_ctx *ctx, struct pack_group *g);
+/*
+ * A skyline pass ranked by start, then latest end (pack-start.c); keeps
+ * the group's packing when it is better.  0 or -ENOMEM.
+ */
+int pack_start_pass(struct pack_ctx *ctx, struct pack_group *g);
 /* A placed item's address range [off, top). */
 struct pack_span {
 	uint64_t off;
@@ -240,8 +251,12 @@ uint64_t pack_count_edges(const struct pack_ctx *ctx,
  * Branch and bound for a packing of @g with peak <= @cap.  Returns 1 when
  * found (offsets and g->peak updated), 0 when proven impossible, -ETIME
  * when the work budget ran out, -E2BIG when @g has too many overlapping
- * pairs to search, or -ENOMEM.
+ * pairs to search, or -ENOMEM.  What the search builds from @g alone
+ * (section and neighbour lists) is kept in ctx->search for the next call
+ * on @g: the bisection searches one group at many capacities.
  */
 int pack_search(struct pack_ctx *ctx, struct pack_group *g, uint64_t cap);
+/* Free ctx->search. */
+void pack_search_release(struct pack_ctx *ctx);
 
 #endif /* STALLOC_PLANNER_PACK_INTERNAL_H */

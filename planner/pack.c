@@ -13,13 +13,14 @@
  * (pack_construct_group()): the window and skyline passes of pack-window.c
  * and pack-skyline.c, or instead the sweep of pack-sweep.c for groups too
  * big for them; then the best-fit greedy of pack-greedy.c when it is
- * affordable and the peak is above the group's LOAD, the pass ranked by
- * nested families of pack-family.c (pipeline-parallel traces), and the
- * greedy's other orders.  While time remains and a peak is above the lower
- * bound, the groups above it are improved locally (pack-improve.c), then
- * pack-search.c looks for a packing of
- * every group under a capacity C, starting with C = LOAD and bisecting
- * between the best proven bound and the best packing found.
+ * affordable and the peak is above the group's LOAD, the passes ranked by
+ * nested families (pack-family.c) and by start (pack-start.c), for
+ * pipeline-parallel traces, and the greedy's other orders.  While time
+ * remains and a peak is above the lower bound, the groups above it are
+ * improved locally (pack-improve.c), then pack-search.c looks for a
+ * packing of every group under a capacity C, starting with C = LOAD and
+ * bisecting between the best proven bound and the best packing found (the
+ * search's set-up is built once per group and kept in ctx->search).
  *
  * Invariants: every group's item offsets always describe a valid packing
  * of that group (a search only replaces them with another valid one), so
@@ -559,6 +560,7 @@ static void pack_ctx_free(struct pack_ctx *ctx)
 	free(ctx->groups);
 	free(ctx->items);
 	free(ctx->stamp);
+	pack_search_release(ctx);
 }
 
 static bool pack_searchable(const struct pack_group *g)
@@ -595,6 +597,8 @@ static int pack_construct_group(struct pack_ctx *ctx, struct pack_group *g,
 			err = pack_greedy(ctx, g, true);
 		if (!err && g->peak > g->load && g->nr <= PACK_FAMILY_MAX_ITEMS)
 			err = pack_family(ctx, g);
+		if (!err && g->peak > g->load && g->nr <= PACK_FAMILY_MAX_ITEMS)
+			err = pack_start_pass(ctx, g);
 		if (!err && !ctx->no_search && g->peak > g->load) {
 			now = pack_work_ms(ctx);
 			until = now + (budget - now) / (double)left;
