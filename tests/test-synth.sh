@@ -184,6 +184,15 @@ PY
 	ok $? "MoE imbalance $imb from another seed: reserved <= off + one chunk"
 done
 
+# Is the gap of the plan summary @1 (stalloc-plan --json) at most @2?
+gap_at_most() {
+	python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("# gap", d["gap"], "work_ms", d["work_ms"])
+sys.exit(0 if d["gap"] <= float(sys.argv[2]) else 1)' "$1" "$2"
+}
+
 # a large dense pipeline rank (61 GB, 18,000 buffers): the planner's
 # packing is within 0.05% of the lower bound in its default work budget
 # (the greedy in arrival order, an online best fit's packing, runs first)
@@ -191,11 +200,7 @@ done
 	--micro-batches 16 --flash-attn --stages 4 --schedule interleaved \
 	--virtual-stages 2 --recompute selective --tp 4 --sequence-parallel &&
 	"$PLAN" --json "$tmp/l.trace" >"$tmp/l.json" &&
-	python3 -c '
-import json, sys
-d = json.load(open(sys.argv[1]))
-print("# gap", d["gap"], "work_ms", d["work_ms"])
-sys.exit(0 if d["gap"] <= 0.0005 else 1)' "$tmp/l.json"
+	gap_at_most "$tmp/l.json" 0.0005
 ok $? "61 GB dense rank: gap <= 0.05% in the default budget"
 
 # 2-stage 1F1B pipeline ranks: two micro-batches' activations live in
@@ -207,11 +212,7 @@ for pp in "" "--recompute selective" "--tp 2 --sequence-parallel"; do
 	"$SYNTH" -o "$tmp/pp.trace" --layers 8 --hidden 1024 --heads 16 \
 		--seq 1024 --micro-batches 8 --stages 2 $pp &&
 		"$PLAN" --json "$tmp/pp.trace" >"$tmp/pp.json" &&
-		python3 -c '
-import json, sys
-d = json.load(open(sys.argv[1]))
-print("# gap", d["gap"], "work_ms", d["work_ms"])
-sys.exit(0 if d["gap"] <= 0.0005 else 1)' "$tmp/pp.json"
+		gap_at_most "$tmp/pp.json" 0.0005
 	ok $? "2-stage 1F1B ${pp:-(default)}: gap <= 0.05% in the default budget"
 done
 
@@ -230,11 +231,7 @@ for pp in "0 --recompute selective" "0.0001 " \
 	"$SYNTH" -o "$tmp/pp4.trace" --layers 8 --hidden 1024 --heads 16 \
 		--seq 1024 --micro-batches 8 --stages 4 $opts &&
 		"$PLAN" --json "$tmp/pp4.trace" >"$tmp/pp4.json" &&
-		python3 -c '
-import json, sys
-d = json.load(open(sys.argv[1]))
-print("# gap", d["gap"], "work_ms", d["work_ms"])
-sys.exit(0 if d["gap"] <= float(sys.argv[2]) else 1)' "$tmp/pp4.json" "$lim"
+		gap_at_most "$tmp/pp4.json" "$lim"
 	ok $? "4-stage 1F1B ${opts:-(default)}: gap <= $lim in the default budget"
 done
 
