@@ -16,16 +16,16 @@
  * What to lend: the mappings the plan needs last.  Each iteration entry's
  * chunks are due at its position, counted from the cursor (an entry the
  * cursor passed is due in the next iteration); a mapping wholly inside a
- * gap between live blocks is due when its first chunk is.  The latest-due
- * go first, so that what is lent stays lent for as long as possible.  A
- * mapping reaching under a live block is not lent (it unmaps whole), nor
- * one under the range the caller is about to map.
+ * gap between live blocks is due when the first of its chunks is.  The
+ * latest-due go first, so that what is lent stays lent for as long as
+ * possible.  A mapping reaching under a live block is not lent (it unmaps
+ * whole), nor one under the range the caller is about to map.
  *
  * Cost: one pass over the iteration's entries and the pool's chunks per
- * call, and one device synchronisation before the unmaps (none if the
- * caller made one: VMM_SYNCED).  Only called
- * when the physical high water would rise, never in a planned iteration
- * without dynamic requests.
+ * call, and one device synchronisation before the unmaps (none if nothing
+ * is to be lent, or if the caller made one: VMM_SYNCED).  Only called when
+ * the physical high water would rise, never in a planned iteration without
+ * dynamic requests.
  *
  * Locking: the device lock, held by every caller.
  */
@@ -102,6 +102,19 @@ static size_t gap_cands(struct matcher *m, uint64_t lo, uint64_t hi,
 	return n;
 }
 
+/* Drop the candidates under [@va, @va + @bytes), about to be mapped. */
+static size_t drop_busy(const struct matcher *m, uint64_t va, uint64_t bytes,
+			struct lend_cand *v, size_t n)
+{
+	size_t i, k = 0;
+
+	for (i = 0; i < n; i++)
+		if (m->base + v[i].off >= va + bytes ||
+		    va >= m->base + v[i].off + v[i].bytes)
+			v[k++] = v[i];
+	return k;
+}
+
 static int by_due_desc(const void *a, const void *b)
 {
 	const struct lend_cand *x = a, *y = b;
@@ -134,14 +147,11 @@ uint64_t match_lend(struct matcher *m, uint64_t va, uint64_t bytes,
 		if (i < m->nr_live && m->live[i].off + m->live[i].size > at)
 			at = m->live[i].off + m->live[i].size;
 	}
+	n = drop_busy(m, va, bytes, v, n);
 	if (!n || (!(flags & VMM_SYNCED) && vmm_sync(m->vmm, NULL)))
 		goto out_free;
 	qsort(v, n, sizeof(*v), by_due_desc);
 	for (i = 0; i < n && freed < want; i++) {
-		/* not what is being mapped (a slot about to be handed out) */
-		if (m->base + v[i].off < va + bytes &&
-		    va < m->base + v[i].off + v[i].bytes)
-			continue;
 		if (vmm_unmap_present(m->vmm, m->base + v[i].off, v[i].bytes,
 				      VMM_SYNCED, &got))
 			break;
