@@ -50,7 +50,7 @@ static uint64_t due_in(const struct matcher *m, uint32_t pos)
 				  (uint64_t)pos + n - m->cursor;
 }
 
-/* @due[c]: when pool chunk c is next handed out in a slot (UINT64_MAX: never). */
+/* @due[c]: when pool chunk c is next in a slot (UINT64_MAX: never). */
 static void chunks_due(const struct matcher *m, uint64_t *due, uint64_t nr)
 {
 	const struct stalloc_plan *p = m->plan;

@@ -12,9 +12,10 @@
  * exactly theirs (the job may have issued fewer requests than planned);
  * then the cursor's position any request no larger than its slot; then
  * the dynamic positions ahead and the MATCH_BEHIND static ones before a
- * request of their size (range).  The cursor then moves past the match.  So an inserted request matches
- * nothing and leaves the cursor where it was, a missing one is skipped
- * over, a resized one costs itself only: never a cascade of misses.
+ * request of their size (range).  The cursor then moves past the match.
+ * So an inserted request matches nothing and leaves the cursor where it
+ * was, a missing one is skipped over, a resized one costs itself only:
+ * never a cascade of misses.
  *
  * Before a slot is handed out, the planned blocks live now (kept sorted by
  * offset) are searched for one overlapping it, in O(log n); if one does --

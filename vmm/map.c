@@ -632,12 +632,6 @@ static bool vmm_any_inside(struct vmm_space *s, uint64_t first, uint64_t n)
 int vmm_unmap_present(struct vmm_space *s, uint64_t va, uint64_t bytes,
 		      unsigned int flags, uint64_t *released)
 {
-	return vmm_unmap_some(s, va, bytes, UINT64_MAX, flags, released);
-}
-
-int vmm_unmap_some(struct vmm_space *s, uint64_t va, uint64_t bytes,
-		   uint64_t want, unsigned int flags, uint64_t *released)
-{
 	uint64_t lo, hi, first, n, i, next, done = 0;
 	int err;
 
@@ -658,7 +652,7 @@ int vmm_unmap_some(struct vmm_space *s, uint64_t va, uint64_t bytes,
 	if (!vmm_any_inside(s, first, n))
 		goto out_unlock;
 	err = vmm_sync_locked(s, flags);
-	for (i = first; !err && i < first + n && done < want; i = next) {
+	for (i = first; !err && i < first + n; i = next) {
 		struct vmm_ment *e = s->slots[i];
 		uint64_t b;
 

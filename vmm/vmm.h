@@ -250,9 +250,6 @@ void vmm_set_shrinker(struct vmm_space *s,
  */
 int vmm_unmap_present(struct vmm_space *s, uint64_t va, uint64_t bytes,
 		      unsigned int flags, uint64_t *released);
-/* The same, lowest mapping first, stopping once @want bytes went. */
-int vmm_unmap_some(struct vmm_space *s, uint64_t va, uint64_t bytes,
-		   uint64_t want, unsigned int flags, uint64_t *released);
 
 /*
  * Move the chunks mapped at [from, from + bytes) to [to, to + bytes) without
