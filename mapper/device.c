@@ -177,7 +177,6 @@ static int dev_create(int device, struct mdev **out)
 	d->device = device;
 	d->fraction = fractions[device];
 	sa_mutex_init(&d->lock, SA_RANK_DEV, "mdev->lock");
-	sa_tp_init();
 	err = parse_mode(&d->mode);
 	if (err)
 		goto err_free;
@@ -289,6 +288,12 @@ struct mdev *dev_get_slow(int device)
 	if (likely(d))
 		return d;
 	pthread_once(&fork_once, fork_register);
+	/*
+	 * Before devs_lock: loading the lttng-ust provider may fork (its
+	 * constructor makes the session daemon's wait area), and
+	 * fork_prepare() takes devs_lock.
+	 */
+	sa_tp_init();
 	sa_mutex_lock(&devs_lock);
 	d = mdev_table[device];
 	if (!d) {
