@@ -68,7 +68,9 @@ static bool plan_alloc(struct mdev *d, uint64_t size, uint64_t id, void *stream,
 	bool miss, hit;
 
 	hit = match_alloc(&d->match, size, id, stream, addr, &ent, &miss);
-	dev_warmup_done(d); /* an iteration start told from the requests */
+	/* an iteration start told from the requests */
+	if (unlikely(d->match.warm_done))
+		dev_warmup_done(d, ss_slot(&d->ss, stream));
 	if (!hit) {
 		d->st.plan_misses += miss;
 		if (miss)
@@ -182,7 +184,7 @@ void *stalloc_malloc(size_t size, int device, void *stream)
 		 */
 		if (d->ss.nr > 1 && !d->ss.capture)
 			ss_sync(&d->ss);
-		dev_trim(d);
+		dev_trim(d, slot);
 		d->st.alloc_retries++;
 	}
 	if (unlikely(err))
@@ -325,9 +327,9 @@ void stalloc_free(void *ptr, size_t size, int device, void *stream)
 		if (d->ss.capture)
 			; /* no unmap while a graph is captured */
 		else if (d->warm_trim)
-			dev_release(d);
+			dev_release(d, ss_slot(&d->ss, stream));
 		else
-			dev_high_water(d);
+			dev_high_water(d, ss_slot(&d->ss, stream));
 		sa_mutex_unlock(&d->lock);
 	}
 	if (d->rec)

@@ -157,7 +157,8 @@ static const struct stat_field {
 	STAT(frees, false),	    STAT(bad_frees, false),
 	STAT(oom, false),	    STAT(driver_calls, false),
 	STAT(alloc_retries, false), STAT(allocated_total, true),
-	STAT(freed_total, true),
+	STAT(freed_total, true),    STAT(device_syncs, false),
+	STAT(host_waits, false),
 };
 #undef STAT
 

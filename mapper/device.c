@@ -60,24 +60,26 @@ static int parse_mode(enum mdev_mode *m)
  * plan's pool is never unmapped for the pool's own sake: a planned
  * iteration without dynamic requests makes no driver call.  Off mode
  * keeps its free memory cached (trimmed only past STALLOC_CACHE_LIMIT or
- * out of memory): unmapping there would cost driver calls and device
- * synchronisations in every iteration.  A shrink costs one device
- * synchronisation (before its unmaps); STALLOC_LEND=0 registers no
- * shrinker.  Device lock held (every mapping is made under it).
+ * out of memory): unmapping there would cost driver calls and host waits
+ * in every iteration.  Before its unmaps a shrink waits on the host for
+ * the streams that last used the memory, never for the whole device
+ * (ss_settle(): the requesting stream's work so far, or another stream's
+ * checkpoint; memory that cannot be waited for so stays mapped, and is
+ * not lent); STALLOC_LEND=0 registers no shrinker.  Device lock held
+ * (every mapping is made under it).
  */
 static void dev_shrink(void *ctx, uint64_t va, uint64_t bytes, uint64_t over)
 {
 	struct mdev *d = ctx;
+	unsigned int slot = d->ss.cur;
 	uint64_t got;
 
 	if (!d->planned || d->match.disabled || d->ss.capture)
 		return; /* and no unmap while a graph is captured */
-	got = dyn_release_some(&d->dyn, over);
-	/* one device synchronisation: dyn_release_some() made it if got */
+	got = dyn_release_some(&d->dyn, over, slot);
 	if (got < over &&
 	    (!match_owns(&d->match, va) || dyn_used_bytes(&d->dyn)))
-		match_lend(&d->match, va, bytes, over - got,
-			   got ? VMM_SYNCED : 0);
+		match_lend(&d->match, va, bytes, over - got, slot);
 }
 
 static int dev_open_vmm(struct mdev *d)
@@ -120,10 +122,10 @@ void dev_regions(struct mdev *d, uint64_t lo)
 	dyn_init(&d->slab_dyn, d->vmm, end - slabs, end, &d->ss);
 }
 
-void dev_release(struct mdev *d)
+void dev_release(struct mdev *d, unsigned int slot)
 {
-	dyn_release(&d->dyn);
-	dyn_release(&d->slab_dyn);
+	dyn_release(&d->dyn, slot);
+	dyn_release(&d->slab_dyn, slot);
 }
 
 /*
@@ -310,13 +312,17 @@ struct mdev *dev_get_slow(int device)
 	return d;
 }
 
-/* Give cached memory back: free chunks unmapped, pooled chunks released. */
-void dev_trim(struct mdev *d)
+/*
+ * Give cached memory back: free chunks unmapped, pooled chunks released.
+ * @slot: the stream the caller names (SS_MAX: none, a trim the user asked
+ * for, which may synchronise the device once).
+ */
+void dev_trim(struct mdev *d, unsigned int slot)
 {
 	if (d->ss.capture)
 		return; /* no unmap while a graph is captured */
 	slab_trim(&d->slab);
-	dev_release(d);
+	dev_release(d, slot);
 	vmm_trim(d->vmm, 0);
 }
 
@@ -325,14 +331,14 @@ void dev_trim(struct mdev *d)
  * allocated passes STALLOC_CACHE_LIMIT, give the cache back.  Device lock
  * held, and no RCU read-side section (trimming waits for the device).
  */
-void dev_high_water(struct mdev *d)
+void dev_high_water(struct mdev *d, unsigned int slot)
 {
 	struct vmm_stats vs;
 
 	vmm_get_stats(d->vmm, &vs);
 	if (vs.phys_bytes > d->st.allocated &&
 	    vs.phys_bytes - d->st.allocated > d->cache_limit)
-		dev_trim(d);
+		dev_trim(d, slot);
 }
 
 /*
@@ -345,7 +351,7 @@ void dev_high_water(struct mdev *d)
  * freed, until that iteration ends.  Device lock held, no RCU read-side
  * section.
  */
-void dev_warmup_done(struct mdev *d)
+void dev_warmup_done(struct mdev *d, unsigned int slot)
 {
 	bool first;
 
@@ -360,7 +366,7 @@ void dev_warmup_done(struct mdev *d)
 		d->warm_live = d->st.dynamic_bytes;
 	}
 	slab_trim(&d->slab);
-	dev_release(d);
+	dev_release(d, slot);
 }
 
 void stalloc_init(int device_count)
@@ -378,7 +384,7 @@ void stalloc_empty_cache(void)
 		if (!d)
 			continue;
 		sa_mutex_lock(&d->lock);
-		dev_trim(d);
+		dev_trim(d, SS_MAX);
 		sa_mutex_unlock(&d->lock);
 	}
 }

@@ -12,7 +12,11 @@
  * dyn_release() unmaps the mappings that lie wholly inside free blocks
  * (vmm_unmap_present), which is how it shrinks; dyn_release_some() stops
  * once enough went, least recently freed blocks first (each free block
- * keeps the region's free count at its free, @freed_at).
+ * keeps the region's free count at its free, @freed_at).  Before an unmap
+ * the host waits for the block's last users, on their own streams only
+ * (ss_settle()); a block whose users cannot be waited for that way stays
+ * mapped, except on a trim that names no stream, which synchronises the
+ * device once.
  *
  * Streams: a free block carries the tags of its last users (streams.h).
  * Only blocks ready for the requesting stream are handed out; the stream
@@ -165,7 +169,9 @@ int dyn_alloc(struct dyn_region *d, uint64_t size, unsigned int slot,
 		if (err)
 			return err;
 	}
+	d->ss->cur = slot; /* the shrinker's (streams.h) */
 	err = vmm_map_missing(d->vmm, b->addr, b->size, NULL);
+	d->ss->cur = SS_MAX;
 	if (!err)
 		err = ss_wait(d->ss, &b->tags, slot, false);
 	if (err) {
@@ -223,11 +229,13 @@ static int by_freed_at(const void *a, const void *b)
 }
 
 /*
- * Unmap the chunks wholly inside free block @b; the bytes unmapped.  The
- * device is synchronised first unless @flags has VMM_SYNCED.
+ * Unmap the chunks wholly inside free block @b once its users' work is
+ * complete (ss_settle(), stream slot @slot named by the caller); the bytes
+ * unmapped.  Memory not known complete stays mapped unless @may_sync: then
+ * the device is synchronised, once (later blocks find it synced).
  */
 static uint64_t release_block(struct dyn_region *d, struct mblock *b,
-			      unsigned int flags)
+			      unsigned int slot, bool may_sync)
 {
 	uint64_t chunk = vmm_chunk_bytes(d->vmm), base = vmm_base(d->vmm);
 	uint64_t bytes = b->size, got;
@@ -235,25 +243,30 @@ static uint64_t release_block(struct dyn_region *d, struct mblock *b,
 	/* nothing lies past the last block: its tail chunk goes too */
 	if (b->addr_node.next == &d->blocks)
 		bytes += (chunk - (b->addr + b->size - base) % chunk) % chunk;
-	vmm_unmap_present(d->vmm, b->addr, bytes, flags, &got);
+	if (!vmm_any_present(d->vmm, b->addr, bytes) ||
+	    (ss_settle(d->ss, &b->tags, slot) && (!may_sync || ss_sync(d->ss))))
+		return 0;
+	vmm_unmap_present(d->vmm, b->addr, bytes, VMM_SYNCED, &got);
 	return got;
 }
 
 /* Every free block, in address order: no host memory needed. */
-static uint64_t release_all(struct dyn_region *d)
+static uint64_t release_all(struct dyn_region *d, unsigned int slot,
+			    bool may_sync)
 {
 	uint64_t released = 0;
 	struct mblock *b;
 
 	cds_list_for_each_entry(b, &d->blocks, addr_node)
 		if (b->free)
-			released +=
-				release_block(d, b, released ? VMM_SYNCED : 0);
+			released += release_block(d, b, slot, may_sync);
 	return released;
 }
 
-uint64_t dyn_release_some(struct dyn_region *d, uint64_t want)
+uint64_t dyn_release_some(struct dyn_region *d, uint64_t want,
+			  unsigned int slot)
 {
+	bool may_sync = want == UINT64_MAX && slot == SS_MAX;
 	uint64_t released = 0;
 	struct mblock *b, **v = NULL;
 	size_t n = 0, i;
@@ -264,7 +277,7 @@ uint64_t dyn_release_some(struct dyn_region *d, uint64_t want)
 		v = malloc(n * sizeof(*v));
 	if (!v) {
 		/* everything goes, or out of host memory: the simple way */
-		released = n ? release_all(d) : 0;
+		released = n ? release_all(d, slot, may_sync) : 0;
 		goto out_trace;
 	}
 	n = 0;
@@ -273,9 +286,8 @@ uint64_t dyn_release_some(struct dyn_region *d, uint64_t want)
 			v[n++] = b;
 	/* least recently freed first: the least likely to be reused soon */
 	qsort(v, n, sizeof(*v), by_freed_at);
-	/* one device synchronisation, by the first unmap */
 	for (i = 0; i < n && released < want; i++)
-		released += release_block(d, v[i], released ? VMM_SYNCED : 0);
+		released += release_block(d, v[i], slot, may_sync);
 	free(v);
 out_trace:
 	if (released)
@@ -283,9 +295,9 @@ out_trace:
 	return released;
 }
 
-uint64_t dyn_release(struct dyn_region *d)
+uint64_t dyn_release(struct dyn_region *d, unsigned int slot)
 {
-	return dyn_release_some(d, UINT64_MAX);
+	return dyn_release_some(d, UINT64_MAX, slot);
 }
 
 void dyn_destroy(struct dyn_region *d)

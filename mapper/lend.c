@@ -21,11 +21,18 @@
  * possible.  A mapping reaching under a live block is not lent (it unmaps
  * whole), nor one under the range the caller is about to map.
  *
+ * Before a mapping is unmapped, the host waits for the work of its chunks'
+ * last users (the tags freed blocks left on them), on those streams only,
+ * never for the whole device (ss_settle(): the requesting stream's work so
+ * far is waited for by a checkpoint recorded now, another stream's by its
+ * last checkpoint); a mapping whose users cannot be waited for so is not
+ * lent.  A stream waited for once stays done up to that point, so one
+ * call waits at most once per stream.
+ *
  * Cost: one pass over the iteration's entries and the pool's chunks per
- * call, and one device synchronisation before the unmaps (none if nothing
- * is to be lent, or if the caller made one: VMM_SYNCED).  Only called when
- * the physical high water would rise, never in a planned iteration without
- * dynamic requests.
+ * call, and at most one host wait per stream that used what is lent.  Only
+ * called when the physical high water would rise, never in a planned
+ * iteration without dynamic requests.
  *
  * Locking: the device lock, held by every caller.
  */
@@ -34,11 +41,15 @@
 #include "../lib/util.h"
 #include "match.h"
 
-/* A pool mapping under no live block, and when the plan needs it next. */
+/*
+ * A pool mapping under no live block, when the plan needs it next, and
+ * who used it last.
+ */
 struct lend_cand {
 	uint64_t off;
 	uint64_t bytes;
 	uint64_t due;
+	struct ss_tags users;
 };
 
 /* Positions from the cursor until position @pos comes round. */
@@ -91,12 +102,14 @@ static size_t gap_cands(struct matcher *m, uint64_t lo, uint64_t hi,
 			at = t.seg_va + t.seg_bytes - m->base;
 			continue;
 		}
+		v[n] = (struct lend_cand){ .off = at, .bytes = t.seg_bytes };
 		d = UINT64_MAX;
-		for (c = at / m->chunk; c < (at + t.seg_bytes) / m->chunk; c++)
+		for (c = at / m->chunk; c < (at + t.seg_bytes) / m->chunk;
+		     c++) {
 			d = due[c] < d ? due[c] : d;
-		v[n++] = (struct lend_cand){ .off = at,
-					     .bytes = t.seg_bytes,
-					     .due = d };
+			ss_merge(m->ss, &v[n].users, &m->use[c]);
+		}
+		v[n++].due = d;
 		at += t.seg_bytes;
 	}
 	return n;
@@ -125,7 +138,7 @@ static int by_due_desc(const void *a, const void *b)
 }
 
 uint64_t match_lend(struct matcher *m, uint64_t va, uint64_t bytes,
-		    uint64_t want, unsigned int flags)
+		    uint64_t want, unsigned int slot)
 {
 	uint64_t nr = m->pool_bytes / m->chunk, at = 0, freed = 0, got;
 	struct lend_cand *v = NULL;
@@ -148,10 +161,10 @@ uint64_t match_lend(struct matcher *m, uint64_t va, uint64_t bytes,
 			at = m->live[i].off + m->live[i].size;
 	}
 	n = drop_busy(m, va, bytes, v, n);
-	if (!n || (!(flags & VMM_SYNCED) && vmm_sync(m->vmm, NULL)))
-		goto out_free;
 	qsort(v, n, sizeof(*v), by_due_desc);
 	for (i = 0; i < n && freed < want; i++) {
+		if (ss_settle(m->ss, &v[i].users, slot))
+			continue; /* its users' work cannot be waited for */
 		if (vmm_unmap_present(m->vmm, m->base + v[i].off, v[i].bytes,
 				      VMM_SYNCED, &got))
 			break;

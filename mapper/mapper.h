@@ -177,10 +177,16 @@ int dyn_alloc(struct dyn_region *d, uint64_t size, unsigned int slot,
 	      struct mblock **out);
 /* Return a block; it merges with free neighbours. */
 void dyn_free(struct dyn_region *d, struct mblock *b);
-/* Unmap every whole chunk inside free blocks; bytes unmapped. */
-uint64_t dyn_release(struct dyn_region *d);
-/* The same, least recently freed first, until @want bytes went. */
-uint64_t dyn_release_some(struct dyn_region *d, uint64_t want);
+/*
+ * Unmap every whole chunk inside free blocks whose last users' work is
+ * complete, waiting for their streams (ss_settle(); @slot is the stream
+ * the caller names, SS_MAX for none: then the device may be synchronised
+ * once instead); bytes unmapped.
+ */
+uint64_t dyn_release(struct dyn_region *d, unsigned int slot);
+/* The same, least recently freed first, until @want bytes went; no sync. */
+uint64_t dyn_release_some(struct dyn_region *d, uint64_t want,
+			  unsigned int slot);
 /* Free every block (tear-down; nothing may be allocated). */
 void dyn_destroy(struct dyn_region *d);
 
@@ -324,25 +330,31 @@ static inline struct mdev *dev_peek(int device)
  * either yet.
  */
 void dev_regions(struct mdev *d, uint64_t lo);
-/* Unmap what is free in the dynamic and the slabs' regions. */
-void dev_release(struct mdev *d);
+/*
+ * Unmap what is free in the dynamic and the slabs' regions, once its last
+ * users' work is complete (dyn_release(); @slot: the stream the caller
+ * names, SS_MAX for none).
+ */
+void dev_release(struct mdev *d, unsigned int slot);
 /* Is @addr in a range of the parent's devices (in a forked child)? */
 bool dev_orphan_owns(int device, uint64_t addr);
 /*
  * Give cached memory back (free chunks unmapped, pooled chunks released);
- * nothing while a graph is captured.  Device lock held, not inside an RCU
- * read-side section.
+ * nothing while a graph is captured.  @slot: the stream the caller names;
+ * SS_MAX (none: a trim the user asked for) may synchronise the device
+ * once.  Device lock held, not inside an RCU read-side section.
  */
-void dev_trim(struct mdev *d);
+void dev_trim(struct mdev *d, unsigned int slot);
 /* The STALLOC_CACHE_LIMIT policy: trim when the cache passes it. */
-void dev_high_water(struct mdev *d);
+void dev_high_water(struct mdev *d, unsigned int slot);
 /* Out of memory for @size: log what is allocated, reserved and mapped. */
 void dev_report_oom(struct mdev *d, size_t size);
 /*
  * The warm-up is over (the matcher told so): free what it left mapped in
- * the dynamic region.  Device lock held, no RCU read-side section.
+ * the dynamic region.  @slot: the stream the caller names (SS_MAX: none).
+ * Device lock held, no RCU read-side section.
  */
-void dev_warmup_done(struct mdev *d);
+void dev_warmup_done(struct mdev *d, unsigned int slot);
 
 /* stats.c: take the peak accounting (a new reserved peak was reached). */
 void dev_peak_take(struct mdev *d);

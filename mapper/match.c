@@ -242,7 +242,8 @@ static int wait_use(struct matcher *m, uint64_t off, uint64_t size,
 	return 0;
 }
 
-static int map_slot(struct matcher *m, uint64_t off, uint64_t size);
+static int map_slot(struct matcher *m, uint64_t off, uint64_t size,
+		    void *stream);
 
 /*
  * First fit of @size in dynamic position @d's free ranges, away from every
@@ -272,7 +273,7 @@ static bool reuse(struct matcher *m, const struct plan_dyn *d, uint64_t size,
 				at = m->live[i].off + m->live[i].size;
 				continue;
 			}
-			if (map_slot(m, at, size) ||
+			if (map_slot(m, at, size, stream) ||
 			    wait_use(m, at, size, stream, false) ||
 			    !live_add(m, at, size, MATCH_REUSED))
 				return false;
@@ -284,7 +285,8 @@ static bool reuse(struct matcher *m, const struct plan_dyn *d, uint64_t size,
 }
 
 /* Map the pool chunks under [off, off + size) not mapped yet. */
-static int map_slot(struct matcher *m, uint64_t off, uint64_t size)
+static int map_slot(struct matcher *m, uint64_t off, uint64_t size,
+		    void *stream)
 {
 	uint64_t got = 0;
 	int err;
@@ -292,7 +294,9 @@ static int map_slot(struct matcher *m, uint64_t off, uint64_t size)
 	/* only the matcher maps the pool: once all of it is, nothing to do */
 	if (likely(m->mapped_bytes >= m->pool_bytes))
 		return 0;
+	m->ss->cur = ss_slot(m->ss, stream); /* the shrinker's (streams.h) */
 	err = vmm_map_missing(m->vmm, m->base + off, size, &got);
+	m->ss->cur = SS_MAX;
 	m->mapped_bytes += got;
 	return err;
 }
@@ -370,7 +374,7 @@ static bool serve(struct matcher *m, int32_t e, void *stream, uint64_t *addr,
 	const struct plan_entry *pe = &m->plan->ent[e];
 
 	if (!range_free(m, pe->offset, pe->size) ||
-	    map_slot(m, pe->offset, pe->size) ||
+	    map_slot(m, pe->offset, pe->size, stream) ||
 	    wait_use(m, pe->offset, pe->size, stream, !m->ss->capture) ||
 	    !live_add(m, pe->offset, pe->size, (uint32_t)e))
 		return false;

@@ -120,11 +120,13 @@ bool match_alloc(struct matcher *m, uint64_t size, uint64_t id, void *stream,
  * live block, those the plan needs last first, until @want bytes went, so
  * that a dynamic request maps their physical memory instead of new.  A
  * slot that needs them again maps them back.  Nothing under [@va, @va +
- * @bytes), the range about to be mapped, is lent.  The device is
- * synchronised first unless @flags has VMM_SYNCED.  The bytes unmapped.
+ * @bytes), the range about to be mapped, is lent, nor a mapping whose last
+ * users' work cannot be waited for on their own streams (ss_settle(); @slot
+ * names the requesting stream, SS_MAX none): never a device-wide
+ * synchronisation.  The bytes unmapped.
  */
 uint64_t match_lend(struct matcher *m, uint64_t va, uint64_t bytes,
-		    uint64_t want, unsigned int flags);
+		    uint64_t want, unsigned int slot);
 /* True if @addr is in the pool's address range. */
 static inline bool match_owns(const struct matcher *m, uint64_t addr)
 {

@@ -107,6 +107,8 @@ int stalloc_stats(int device, struct stalloc_stats *st)
 	st->driver_calls = 0;
 	for (k = 0; k < VMM_CALL_NR; k++)
 		st->driver_calls += vs.calls[k];
+	st->device_syncs = vs.calls[VMM_CALL_SYNC];
+	st->host_waits = vs.calls[VMM_CALL_WAIT];
 	return 0;
 }
 

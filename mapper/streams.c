@@ -25,6 +25,7 @@ void ss_init(struct sstreams *t, struct vmm_space *vmm)
 {
 	memset(t, 0, sizeof(*t));
 	t->vmm = vmm;
+	t->cur = SS_MAX;
 }
 
 void ss_destroy(struct sstreams *t)
@@ -205,6 +206,66 @@ int ss_wait(struct sstreams *t, const struct ss_tags *tags, unsigned int i,
 				t->capture ? " (a graph capture is under way)" :
 					     "");
 	return ss_sync(t);
+}
+
+/*
+ * Can stream slot @j's free numbered @seq be known complete: it is, or a
+ * checkpoint covers it (@i's own can be recorded now)?
+ */
+static bool settleable(struct sstreams *t, unsigned int j, uint64_t seq,
+		       unsigned int i)
+{
+	struct sstream *s = &t->s[j];
+
+	if (!seq || (t->nr == SS_MAX && j == SS_MAX - 1))
+		return false; /* in use, or a shared slot: no checkpoint */
+	return seq <= t->synced || seq <= s->done ||
+	       (s->ckpt >= seq && s->ev) || j == i;
+}
+
+/* Wait on the host until slot @j's free numbered @seq is complete. */
+static int settle_slot(struct sstreams *t, unsigned int j, uint64_t seq,
+		       unsigned int i)
+{
+	struct sstream *s = &t->s[j];
+	uint64_t ckpt;
+	int err;
+
+	if (seq <= t->synced || seq <= s->done)
+		return 0;
+	if (s->ckpt < seq && j == i)
+		checkpoint(t, i);
+	if (s->ckpt < seq || !s->ev)
+		return -EAGAIN;
+	ckpt = s->ckpt;
+	err = vmm_event_sync(t->vmm, s->ev);
+	if (err)
+		return err;
+	t->settles++;
+	s->done = ckpt;
+	return 0;
+}
+
+int ss_settle(struct sstreams *t, const struct ss_tags *tags, unsigned int i)
+{
+	bool all = tags->all && tags->all_seq > t->synced;
+	unsigned int k;
+	int err = 0;
+
+	if (tags->sync_seq > t->synced || t->capture)
+		return -EAGAIN;
+	/* check first, so that nothing is waited for in vain */
+	for (k = 0; all && k < t->nr; k++)
+		if (!settleable(t, k, tags->all_seq, i))
+			return -EAGAIN;
+	for (k = 0; k < tags->nr; k++)
+		if (!settleable(t, tags->idx[k], tags->seq[k], i))
+			return -EAGAIN;
+	for (k = 0; all && k < t->nr && !err; k++)
+		err = settle_slot(t, k, tags->all_seq, i);
+	for (k = 0; k < tags->nr && !err; k++)
+		err = settle_slot(t, tags->idx[k], tags->seq[k], i);
+	return err;
 }
 
 int ss_sync(struct sstreams *t)

@@ -63,6 +63,8 @@ struct ss_tags {
  * @since: frees on it since its last checkpoint
  * @eager: another stream wanted memory it freed after its checkpoint: its
  *	next @eager frees checkpoint at once
+ * @done: frees numbered up to @done are complete on the device (the host
+ *	waited for a checkpoint)
  * @waited: for each stream slot i, the checkpoint of i this stream already
  *	waits for
  */
@@ -70,6 +72,7 @@ struct sstream {
 	void *handle;
 	uint64_t ev;
 	uint64_t ckpt;
+	uint64_t done;
 	uint32_t since;
 	uint32_t eager;
 	uint64_t waited[SS_MAX];
@@ -85,6 +88,9 @@ struct sstream {
  * @syncs: device-wide synchronisations the plan's slots needed
  * @checkpoints: events recorded
  * @waits: cuStreamWaitEvent calls
+ * @settles: host waits for one stream's checkpoint (before an unmap)
+ * @cur: while a request maps memory, the slot of the stream it names (the
+ *	shrinker's, for ss_settle()); SS_MAX otherwise
  */
 struct sstreams {
 	struct vmm_space *vmm;
@@ -96,6 +102,8 @@ struct sstreams {
 	uint64_t syncs;
 	uint64_t checkpoints;
 	uint64_t waits;
+	uint64_t settles;
+	unsigned int cur;
 };
 
 void ss_init(struct sstreams *t, struct vmm_space *vmm);
@@ -131,6 +139,18 @@ void ss_freed(struct sstreams *t, struct ss_tags *tags, unsigned int i);
  * far is ready for every stream.  Not during a capture (-EAGAIN).
  */
 int ss_sync(struct sstreams *t);
+
+/*
+ * Before memory tagged @tags is unmapped: make sure its users' work is
+ * complete, waiting on the host for their own streams only, never for the
+ * whole device.  @i is the slot of the stream the current call names (it
+ * is checkpointed now if need be), or SS_MAX for none.  Another stream's
+ * work is waited for through its checkpoint, which must already cover its
+ * free.  -EAGAIN (nothing waited for) when that cannot be: a capture is
+ * under way, a stream's free is not covered yet, the memory is in use or
+ * a graph's replays used it; such memory is to stay mapped for now.
+ */
+int ss_settle(struct sstreams *t, const struct ss_tags *tags, unsigned int i);
 
 /*
  * May stream @i use memory tagged @tags now, without a device sync (and,

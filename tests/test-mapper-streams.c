@@ -263,6 +263,89 @@ static void test_plan_streams(void **state)
 	unlink(plan);
 }
 
+/*
+ * Lending the plan's idle pool memory to a dynamic request unmaps pool
+ * chunks whose last users' work may still run: the host waits for those
+ * streams only (their checkpoint events), never for the whole device.  The
+ * compute stream is held busy, so an unmap before its work completed is a
+ * violation of the fake; a side stream's record_stream'd use is waited for
+ * by its checkpoint.  Dynamic requests on the compute stream are lent the
+ * activations' chunks (reserved stays at the pool's size); on the side
+ * stream too, or they stay unlent: never a device-wide sync either way.
+ */
+static void test_plan_lend_streams(void **state)
+{
+	const struct fx_fake *fk = fx_fake();
+	int (*hold)(void *, int),
+		(*launch)(void *, unsigned long long, unsigned long long, int);
+	struct stalloc_stats st;
+	struct blk live[6];
+	unsigned long sync, waits;
+	char plan[256];
+	void *a, *b, *w, *x, *h;
+	int k, j;
+
+	(void)state;
+	if (!fk) {
+		skip();
+		return;
+	}
+	h = dlopen(getenv("STALLOC_LIBCUDA"), RTLD_NOW | RTLD_NOLOAD);
+	*(void **)&hold = dlsym(h, "fakecuda_stream_hold");
+	*(void **)&launch = dlsym(h, "fakecuda_launch");
+	assert_true(hold && launch);
+	make_plan(plan, sizeof(plan));
+	w = stalloc_malloc(32 * MB, 0, NULL);
+	fake_streams(&a, &b);
+	sync = fk->calls("cuCtxSynchronize");
+	waits = fk->calls("cuEventSynchronize");
+	for (k = 0; k < 8; k++) {
+		void *dyn = k < 5 ? a : b;
+
+		assert_int_equal(hold(a, 1), 0);
+		stalloc_mark("iteration");
+		for (j = 0; j < 6; j++) {
+			live[j].n = (size_t)(j + 1) * MB;
+			live[j].p = stalloc_malloc(live[j].n, 0, a);
+			assert_non_null(live[j].p);
+			assert_int_equal(launch(a, (uintptr_t)live[j].p,
+						live[j].n, 1),
+					 0);
+		}
+		assert_disjoint(live, 6);
+		stalloc_record_stream(live[5].p, b); /* a collective's */
+		for (j = 6; j-- > 0;)
+			stalloc_free(live[j].p, live[j].n, 0, a);
+		/* after the iteration: the activations' 21 MB are idle */
+		x = stalloc_malloc(16 * MB, 0, dyn);
+		assert_non_null(x);
+		assert_int_equal(launch(dyn, (uintptr_t)x, 16 * MB, 1), 0);
+		stalloc_free(x, 0, 0, dyn);
+		if (k == 4) {
+			stalloc_stats(0, &st);
+			/* lent: the pool's 53 MB (in chunks) held, not 69 */
+			assert_true(st.reserved_peak <=
+				    32 * MB + 22 * MB + 2 * MB);
+			/* the compute stream's work was waited for */
+			assert_true(fk->calls("cuEventSynchronize") > waits);
+		}
+	}
+	assert_int_equal(hold(a, 0), 0);
+	print_message("lending: %lu device syncs, %lu event waits\n",
+		      fk->calls("cuCtxSynchronize") - sync,
+		      fk->calls("cuEventSynchronize") - waits);
+	assert_int_equal(fk->calls("cuCtxSynchronize"), sync);
+	assert_int_equal(fk->violations(), 0);
+	stalloc_stats(0, &st);
+	/* every planned request still hits; the inserted ones miss */
+	assert_int_equal(st.plan_hits, 1 + 8 * 6);
+	/* the runtime's own counts say the same */
+	assert_int_equal(st.device_syncs, 0);
+	assert_true(st.host_waits > 0);
+	stalloc_free(w, 0, 0, NULL);
+	unlink(plan);
+}
+
 static int only_stream(void *ctx, void *stream)
 {
 	return stream == ctx;
@@ -415,6 +498,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_graph_pool),
 		MAPPER_TEST(test_graph_capture),
 		MAPPER_TEST(test_plan_streams),
+		MAPPER_TEST(test_plan_lend_streams),
 	};
 	const char *group = mapper_init(argc, argv, "mapper-streams");
 

@@ -76,6 +76,7 @@ static struct cuda_driver {
 	PFN_cuEventRecord_v2000 event_record;
 	PFN_cuEventDestroy_v4000 event_destroy;
 	PFN_cuStreamWaitEvent_v3020 stream_wait;
+	PFN_cuEventSynchronize_v2000 event_sync;
 	/* optional: NULL when the driver lacks them (nothing is captured) */
 	PFN_cuStreamIsCapturing_v10000 stream_capturing;
 	PFN_cuThreadExchangeStreamCaptureMode_v10010 capture_mode;
@@ -129,6 +130,7 @@ static const struct {
 	SYM(event_record, "cuEventRecord"),
 	SYM(event_destroy, "cuEventDestroy"),
 	SYM(stream_wait, "cuStreamWaitEvent"),
+	SYM(event_sync, "cuEventSynchronize"),
 	SYM(addr_reserve, "cuMemAddressReserve"),
 	SYM(addr_free, "cuMemAddressFree"),
 	SYM(mem_create, "cuMemCreate"),
@@ -680,6 +682,12 @@ static int cuda_stream_wait(struct vmm_backend *be, void *stream, uint64_t ev)
 			 "cuStreamWaitEvent(%p)", stream);
 }
 
+static int cuda_event_sync(struct vmm_backend *be, uint64_t ev)
+{
+	return CUDA_CALL(be, drv.event_sync((CUevent)(uintptr_t)ev),
+			 "cuEventSynchronize(%#llx)", (unsigned long long)ev);
+}
+
 static int cuda_capturing(struct vmm_backend *be, void *stream, bool *on)
 {
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -725,6 +733,7 @@ const struct vmm_backend_ops vmm_cuda_ops = {
 	.event_free = cuda_event_free,
 	.event_record = cuda_event_record,
 	.stream_wait = cuda_stream_wait,
+	.event_sync = cuda_event_sync,
 	.capturing = cuda_capturing,
 	.capture_relax = cuda_capture_relax,
 };

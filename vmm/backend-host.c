@@ -306,6 +306,12 @@ static int host_stream_wait(struct vmm_backend *be, void *stream, uint64_t ev)
 	return 0;
 }
 
+static int host_event_sync(struct vmm_backend *be, uint64_t ev)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return 0;
+}
+
 static int host_capturing(struct vmm_backend *be, void *stream, bool *on)
 {
 	*on = false;
@@ -335,6 +341,7 @@ const struct vmm_backend_ops vmm_host_ops = {
 	.event_free = host_event_free,
 	.event_record = host_event_record,
 	.stream_wait = host_stream_wait,
+	.event_sync = host_event_sync,
 	.capturing = host_capturing,
 	.capture_relax = host_capture_relax,
 };

@@ -52,6 +52,7 @@ enum vmm_call {
 	VMM_CALL_SET_ACCESS,
 	VMM_CALL_SYNC,
 	VMM_CALL_ORDER,
+	VMM_CALL_WAIT,
 	VMM_CALL_NR
 };
 
@@ -95,6 +96,8 @@ struct vmm_backend_info {
  *	waits issued before keep the state they saw.
  * @stream_wait: make @stream's later work wait, on the device, for @ev's
  *	last recorded state; the host does not wait.
+ * @event_sync: wait on the host until @ev's last recorded state is
+ *	complete (the work of one stream only, not the whole device).
  * @capturing: true (*@on) when @stream is being captured into a CUDA
  *	graph.  Safe to call during a capture.
  * @capture_relax: for the calling thread, make driver calls that are
@@ -120,6 +123,7 @@ struct vmm_backend_ops {
 	void (*event_free)(struct vmm_backend *be, uint64_t ev);
 	int (*event_record)(struct vmm_backend *be, uint64_t ev, void *stream);
 	int (*stream_wait)(struct vmm_backend *be, void *stream, uint64_t ev);
+	int (*event_sync)(struct vmm_backend *be, uint64_t ev);
 	int (*capturing)(struct vmm_backend *be, void *stream, bool *on);
 	int (*capture_relax)(struct vmm_backend *be, bool relax, int *old);
 };

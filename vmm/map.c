@@ -629,25 +629,52 @@ static bool vmm_any_inside(struct vmm_space *s, uint64_t first, uint64_t n)
 	return false;
 }
 
-int vmm_unmap_present(struct vmm_space *s, uint64_t va, uint64_t bytes,
-		      unsigned int flags, uint64_t *released)
+/*
+ * The slots of the chunks wholly inside [va, va + bytes), clipped to the
+ * space: [*first, *first + *n); false if there are none.
+ */
+static bool vmm_inside(struct vmm_space *s, uint64_t va, uint64_t bytes,
+		       uint64_t *first, uint64_t *n)
 {
-	uint64_t lo, hi, first, n, i, next, done = 0;
-	int err;
+	uint64_t lo, hi;
 
-	*released = 0;
-	err = vmm_check_child(s, "unmap");
-	if (err || !vmm_cover(s, va, bytes, &lo, &hi))
-		return err;
-	/* only chunks wholly inside the range */
+	if (!vmm_cover(s, va, bytes, &lo, &hi))
+		return false;
 	if (lo < va)
 		lo += s->chunk;
 	if (hi > va + bytes)
 		hi -= s->chunk;
 	if (lo >= hi)
-		return 0;
-	first = vmm_slot(s, lo);
-	n = (hi - lo) / s->chunk;
+		return false;
+	*first = vmm_slot(s, lo);
+	*n = (hi - lo) / s->chunk;
+	return true;
+}
+
+bool vmm_any_present(struct vmm_space *s, uint64_t va, uint64_t bytes)
+{
+	uint64_t first, n;
+	bool any;
+
+	if (vmm_check_child(s, "unmap") ||
+	    !vmm_inside(s, va, bytes, &first, &n))
+		return false;
+	sa_mutex_lock(&s->lock);
+	any = vmm_any_inside(s, first, n);
+	sa_mutex_unlock(&s->lock);
+	return any;
+}
+
+int vmm_unmap_present(struct vmm_space *s, uint64_t va, uint64_t bytes,
+		      unsigned int flags, uint64_t *released)
+{
+	uint64_t first, n, i, next, done = 0;
+	int err;
+
+	*released = 0;
+	err = vmm_check_child(s, "unmap");
+	if (err || !vmm_inside(s, va, bytes, &first, &n))
+		return err;
 	sa_mutex_lock(&s->lock);
 	if (!vmm_any_inside(s, first, n))
 		goto out_unlock;
@@ -671,7 +698,7 @@ int vmm_unmap_present(struct vmm_space *s, uint64_t va, uint64_t bytes,
 out_unlock:
 	sa_mutex_unlock(&s->lock);
 	if (done)
-		sa_trace(unmap, s->be.device, lo, done);
+		sa_trace(unmap, s->be.device, vmm_slot_va(s, first), done);
 	*released = done;
 	return err;
 }

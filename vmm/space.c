@@ -120,6 +120,7 @@ static const char *const vmm_call_names[VMM_CALL_NR] = {
 	[VMM_CALL_SET_ACCESS] = "set_access",
 	[VMM_CALL_SYNC] = "sync",
 	[VMM_CALL_ORDER] = "order",
+	[VMM_CALL_WAIT] = "wait",
 };
 
 const char *vmm_call_name(enum vmm_call call)
@@ -495,6 +496,16 @@ int vmm_stream_wait(struct vmm_space *s, void *stream, uint64_t ev)
 			  s->be.ops->stream_wait(&s->be, stream, ev));
 	sa_mutex_unlock(&s->lock);
 	return err;
+}
+
+int vmm_event_sync(struct vmm_space *s, uint64_t ev)
+{
+	int err = vmm_check_child(s, "event_sync");
+
+	if (err)
+		return err;
+	/* no space lock: the host waits, and others may map meanwhile */
+	return vmm_counted(s, VMM_CALL_WAIT, s->be.ops->event_sync(&s->be, ev));
 }
 
 bool vmm_capturing(struct vmm_space *s, void *stream)

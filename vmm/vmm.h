@@ -250,6 +250,8 @@ void vmm_set_shrinker(struct vmm_space *s,
  */
 int vmm_unmap_present(struct vmm_space *s, uint64_t va, uint64_t bytes,
 		      unsigned int flags, uint64_t *released);
+/* Would vmm_unmap_present() unmap anything of [va, va + bytes)? */
+bool vmm_any_present(struct vmm_space *s, uint64_t va, uint64_t bytes);
 
 /*
  * Move the chunks mapped at [from, from + bytes) to [to, to + bytes) without
@@ -302,6 +304,11 @@ int vmm_event_new(struct vmm_space *s, uint64_t *ev);
 void vmm_event_free(struct vmm_space *s, uint64_t ev);
 int vmm_event_record(struct vmm_space *s, uint64_t ev, void *stream);
 int vmm_stream_wait(struct vmm_space *s, void *stream, uint64_t ev);
+/*
+ * Wait on the host for @ev's last recorded state: the work of the one
+ * stream it was recorded on, never the whole device (counted as "wait").
+ */
+int vmm_event_sync(struct vmm_space *s, uint64_t ev);
 
 /* Is @stream being captured into a CUDA graph?  (false when unknown) */
 bool vmm_capturing(struct vmm_space *s, void *stream);

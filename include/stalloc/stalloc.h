@@ -174,6 +174,12 @@ STALLOC_API int stalloc_parse_size(const char *s, uint64_t *out);
  *	cached memory was given back (PyTorch's num_alloc_retries)
  * @allocated_total: bytes ever handed out (as requested)
  * @freed_total: bytes ever freed
+ * @device_syncs: device-wide synchronisations (cuCtxSynchronize) made:
+ *	out of memory with several streams, a planned slot whose last users
+ *	had not checkpointed, a trim that names no stream -- never on the
+ *	ordinary allocation or free path
+ * @host_waits: host waits for one stream's work (cuEventSynchronize on
+ *	its checkpoint), before freed memory is unmapped
  */
 struct stalloc_stats {
 	uint64_t allocated;
@@ -193,6 +199,8 @@ struct stalloc_stats {
 	uint64_t alloc_retries;
 	uint64_t allocated_total;
 	uint64_t freed_total;
+	uint64_t device_syncs;
+	uint64_t host_waits;
 };
 
 /**

@@ -82,6 +82,8 @@ void collect(const struct replay *r, struct result *res)
 			res->hits += st.plan_hits;
 			res->misses += st.plan_misses;
 			res->driver += st.driver_calls;
+			res->syncs += st.device_syncs;
+			res->waits += st.host_waits;
 			res->bad_frees += st.bad_frees;
 		} else {
 			struct cm_stats st;
@@ -173,9 +175,10 @@ void print_json(const struct replay *r, const struct result *res)
 	print_torch_json(r, res);
 	printf(", \"plan_hits\": %" PRIu64 ", \"plan_misses\": %" PRIu64
 	       ", \"plan_dropped\": %s, \"dynamic_allocs\": %" PRIu64
-	       ", \"driver_calls\": %" PRIu64,
+	       ", \"driver_calls\": %" PRIu64 ", \"device_syncs\": %" PRIu64
+	       ", \"host_waits\": %" PRIu64,
 	       res->hits, res->misses, res->plan_dropped ? "true" : "false",
-	       res->dynamic, res->driver);
+	       res->dynamic, res->driver, res->syncs, res->waits);
 	if (res->has_peak) {
 		size_t i;
 
@@ -231,6 +234,8 @@ void print_summary(const struct replay *r, const struct result *res)
 	printf("%-16s %14" PRIu64 "\n", "plan misses", res->misses);
 	printf("%-16s %14" PRIu64 "\n", "dynamic allocs", res->dynamic);
 	printf("%-16s %14" PRIu64 "\n", "driver calls", res->driver);
+	printf("%-16s %14" PRIu64 "\n", "device syncs", res->syncs);
+	printf("%-16s %14" PRIu64 "\n", "host waits", res->waits);
 	printf("%-16s %14" PRIu64 "\n", "failed allocs", r->failed);
 	printf("%-16s %14" PRIu64 "\n", "overlaps", r->overlaps);
 	printf("%-16s %14.3f ms\n", "replay", r->ms);

@@ -90,6 +90,7 @@ struct replay {
 struct result {
 	uint64_t peak_req, peak_res, hits, misses, dynamic, driver;
 	uint64_t bad_frees;
+	uint64_t syncs, waits; /* the runtime's device syncs, host waits */
 	bool plan_dropped;
 	bool has_peak; /* @peak: the runtime's peak accounting (summed) */
 	struct stalloc_peak peak;

@@ -151,6 +151,8 @@ class StallocStats(ctypes.Structure):
         ("alloc_retries", ctypes.c_uint64),
         ("allocated_total", ctypes.c_uint64),
         ("freed_total", ctypes.c_uint64),
+        ("device_syncs", ctypes.c_uint64),
+        ("host_waits", ctypes.c_uint64),
     ]
 
     def as_dict(self):
@@ -671,7 +673,8 @@ def stats(device=0):
 # device: libstalloc's counters only grow, so the reset is an offset.
 _ACCUMULATED = ("allocs", "frees", "oom", "plan_hits", "plan_misses",
                 "bad_frees", "driver_calls", "alloc_retries",
-                "allocated_total", "freed_total")
+                "allocated_total", "freed_total", "device_syncs",
+                "host_waits")
 _accumulated_base = {}
 
 
