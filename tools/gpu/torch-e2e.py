@@ -239,6 +239,7 @@ def child(args):
         dist.init_process_group("nccl" if cuda else "gloo")
         result["backend"] = dist.get_backend()
     if args.snapshot_file:
+        args.snapshot_file = rank_path(args.snapshot_file, rank)
         torch.cuda.memory._record_memory_history(max_entries=200000)
     experts = SIZES[args.model][6]
     net, data = build(torch, args.model, args.seed, args.device, rank)
@@ -252,10 +253,8 @@ def child(args):
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
         free0, total = torch.cuda.mem_get_info()
         used_peak = total - free0
-        autocast = torch.autocast("cuda", dtype=torch.bfloat16)
     else:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        autocast = contextlib.nullcontext()
     losses, times = [], []
     for step in range(args.steps):
         if st:
@@ -264,7 +263,8 @@ def child(args):
             torch.cuda.synchronize()
         t0 = time.perf_counter()
         batch = data[step % data.shape[0]]
-        with autocast:
+        with torch.autocast("cuda", dtype=torch.bfloat16) if cuda else \
+                contextlib.nullcontext():
             logits = model(batch[:, :-1])
             loss = torch.nn.functional.cross_entropy(
                 logits.float().reshape(-1, logits.shape[-1]),
@@ -627,7 +627,7 @@ def main():
             env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
         if cfg == "caching" and args.snapshot:
             extra += ["--snapshot-file", os.path.join(
-                args.out, "%s.snapshot.pickle" % args.model)]
+                args.out, "%s%s.snapshot.pickle" % (name, rk))]
         if cfg == "stalloc-trace":
             extra += ["--trace", trace]
         if cfg == "stalloc-auto":
@@ -678,7 +678,9 @@ def report(args, results):
     def fig(v):
         return "%8.0fMi" % (v / mib) if v is not None else "%10s" % "-"
 
-    def row(name, r):
+    def row(name, r, over_ranks=False):
+        """One line; @over_ranks: the largest figures over the ranks
+        (no single last loss, no hit count)."""
         if cpu:
             s = r.get("stalloc")
             last = "%d/%d" % (s["plan_hits"], s["plan_misses"]) if s \
@@ -690,11 +692,12 @@ def report(args, results):
                 "%d/%d bad" % (g["mismatches"], g["replays"])
                 if g["captured"] else g.get("error", "?")[:60])
             used = r["device_used_peak"]
+        loss = "%10s" % "-" if over_ranks else "%10.4f" % r["losses"][-1]
         dl = r.get("loss_max_diff")
-        print("%-*s %s %s %s %9.2f %10.4f %9.2g %s" % (
+        print("%-*s %s %s %s %9.2f %s %9.2g %s" % (
             w, name, fig(r["reserved_peak"]), fig(r["allocated_peak"]),
-            fig(used), r["step_ms_median"], r["losses"][-1],
-            float("nan") if dl is None else dl, last))
+            fig(used), r["step_ms_median"], loss,
+            float("nan") if dl is None else dl, "-" if over_ranks else last))
 
     if cpu:
         print("\n" + CPU_NOTE)
@@ -716,7 +719,7 @@ def report(args, results):
                         [None] * len(r["ranks"])):
             x["loss_max_diff"] = loss_diff(x, b)
             row("%s/%d" % (r["config"], x["rank"]), x)
-        row("%s/max" % r["config"], r)
+        row("%s/max" % r["config"], r, over_ranks=True)
     write_json(args, results)
 
 
