@@ -404,7 +404,8 @@ fuzz-regress: fuzz-build
 
 # On a machine with an NVIDIA GPU: the vmm and runtime suites, the demo and
 # the vmm benchmark on the real driver, then PyTorch (tools/gpu/) when a
-# CUDA build of it is there.  Documentation/testing.rst.
+# CUDA build of it is there; torch-e2e.py --ddp 2 skips itself (exit 0)
+# with fewer than two GPUs.  Documentation/testing.rst.
 .PHONY: gpucheck
 # The option tables of README.md and Documentation/options.rst, from the
 # one table in lib/options.c (tests/test-options.sh checks them).
@@ -418,7 +419,9 @@ gpucheck: tests $(O)/bench/bench-vmm $(DEMO_BIN)
 		sys.exit(not torch.cuda.is_available())' 2>/dev/null; then \
 		python3 tools/gpu/torch-checks.py && \
 		python3 tools/gpu/torch-e2e.py --model tiny --steps 12 \
-			--graphs --out $(O)/gpu; \
+			--graphs --out $(O)/gpu && \
+		python3 tools/gpu/torch-e2e.py --model tiny --steps 12 \
+			--ddp 2 --out $(O)/gpu; \
 	else echo "gpucheck: no CUDA build of PyTorch: torch checks skipped"; fi
 
 endif # deps first
