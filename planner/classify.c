@@ -4,10 +4,15 @@
  *
  * The steady iterations are all but the first (which usually creates
  * optimizer state) when there are three or more; the reference iteration
- * is the first steady one that has a successor, so that frees in the next
- * iteration are seen.  Each steady iteration's allocations are aligned to
- * the reference's by position (same count) or by a bounded look-ahead diff
- * of their sizes (inserted or missing requests).  Then each reference
+ * is, of the steady ones that have a successor (so that frees in the next
+ * iteration are seen), the one whose request sizes most steady iterations
+ * repeat exactly: not an odd one out such as DDP's first step, which
+ * rebuilds its buckets.  Each steady iteration's allocations are aligned
+ * to the reference's by position when they have as many (resized requests
+ * stay paired by structure) unless a banded longest common subsequence of
+ * their sizes shows them shifted; with another count, by that subsequence
+ * (inserted, missing or resized requests; a bounded look-ahead diff when
+ * the band is too large).  Then each reference
  * position is:
  *
  *   static      same size in every steady iteration, freed in the same
@@ -271,6 +276,59 @@ static bool align_iter_lcs(struct cls_ctx *c, size_t k, uint32_t *map)
 	return true;
 }
 
+/* Reference positions that @map pairs with a request of the same size. */
+static size_t same_sized(const struct cls_ctx *c, size_t k, const uint32_t *map)
+{
+	size_t i, n = c->nr_allocs[c->ref], same = 0;
+
+	for (i = 0; i < n; i++)
+		same += map[i] != NOPOS &&
+			req_size(c, c->allocs[c->ref], i) ==
+				req_size(c, c->allocs[k], map[i]);
+	return same;
+}
+
+/*
+ * Iteration @k has as many requests as the reference; the diff of their
+ * sizes paired them as @map says, @by_pos pair by position.  Were they
+ * shifted -- requests inserted at one end and missing at the other, the
+ * count the same by chance?  Then the diff pairs nearly all of them (3 in
+ * 4 at least) and more than twice as many as the positions do.  Resized
+ * requests (MoE routing) leave many unpaired by either: on a MoE rank
+ * with routing imbalance 4, the diff paired 46%, positions 13%, and the
+ * positions are right (each is the same expert's buffer).
+ */
+static bool shifted(const struct cls_ctx *c, size_t k, const uint32_t *map,
+		    size_t by_pos)
+{
+	size_t n = c->nr_allocs[c->ref], by_diff = same_sized(c, k, map);
+
+	return by_diff * 4 >= n * 3 && by_diff > 2 * by_pos;
+}
+
+/*
+ * Align iteration @k to the reference into @map: with as many requests,
+ * position by position (sizes that differ are the same requests resized,
+ * matched by structure) unless they were shifted; otherwise by the diff.
+ */
+static void align_one(struct cls_ctx *c, size_t k, uint32_t *map)
+{
+	size_t n = c->nr_allocs[c->ref], i, by_pos;
+
+	if (c->nr_allocs[k] == n) {
+		for (i = 0; i < n; i++)
+			map[i] = (uint32_t)i;
+		by_pos = same_sized(c, k, map);
+		if (by_pos < n &&
+		    (!align_iter_lcs(c, k, map) || !shifted(c, k, map, by_pos)))
+			for (i = 0; i < n; i++)
+				map[i] = (uint32_t)i;
+		return;
+	}
+	if (!align_iter_lcs(c, k, map))
+		align_iter(c, k, map);
+}
+
 static int align_all(struct cls_ctx *c)
 {
 	size_t s, rn = c->nr_allocs[c->ref];
@@ -285,9 +343,7 @@ static int align_all(struct cls_ctx *c)
 		c->map[s] = calloc(rn + 1, sizeof(**c->map));
 		if (!c->map[s])
 			return -ENOMEM;
-		if (c->nr_allocs[c->first_steady + s] == rn ||
-		    !align_iter_lcs(c, c->first_steady + s, c->map[s]))
-			align_iter(c, c->first_steady + s, c->map[s]);
+		align_one(c, c->first_steady + s, c->map[s]);
 		for (pos = 0; pos < rn; pos++)
 			if (c->map[s][pos] != NOPOS)
 				c->last_match[s] = pos;
@@ -563,6 +619,49 @@ static void pick_steady(struct cls_ctx *c)
 		c->ref = it->nr - 1;
 }
 
+/* A hash of iteration @k's request sizes, in order (FNV-1a). */
+static uint64_t sizes_hash(const struct cls_ctx *c, size_t k)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	size_t i;
+
+	for (i = 0; i < c->nr_allocs[k]; i++) {
+		h ^= req_size(c, c->allocs[k], i);
+		h *= 0x100000001b3ULL;
+	}
+	return h ^ c->nr_allocs[k];
+}
+
+/*
+ * The reference: of the steady iterations with a successor, the one whose
+ * sizes most steady iterations repeat (equal hashes), the earliest on a
+ * tie -- the first steady one when none repeats another.
+ */
+static int pick_ref(struct cls_ctx *c)
+{
+	size_t s, u, n = c->nr_steady, best = 0, votes, most = 0;
+	uint64_t *h;
+
+	if (c->ref != c->first_steady || n < 3)
+		return 0; /* no choice: fewer than two with a successor */
+	h = malloc(n * sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	for (s = 0; s < n; s++)
+		h[s] = sizes_hash(c, c->first_steady + s);
+	for (s = 0; s + 1 < n; s++) {
+		for (u = 0, votes = 0; u < n; u++)
+			votes += h[u] == h[s];
+		if (votes > most) {
+			most = votes;
+			best = s;
+		}
+	}
+	free(h);
+	c->ref = c->first_steady + best;
+	return 0;
+}
+
 /* Record the dynamic requests of steady iteration @s. */
 static int seen_iter(const struct cls_ctx *c, size_t s, struct plan_seen *seen)
 {
@@ -699,6 +798,8 @@ int plan_classify(const struct trace *t, const struct plan_iters *it,
 	}
 	memset(seen, 0, sizeof(*seen));
 	err = collect_allocs(&c);
+	if (!err)
+		err = pick_ref(&c);
 	if (!err)
 		err = align_all(&c);
 	if (!err)

@@ -536,6 +536,62 @@ static void test_classify_islands(void **state)
 	stalloc_plan_free(p);
 }
 
+/*
+ * An odd first steady iteration (two requests more at its start, as DDP's
+ * bucket rebuild makes), a last one cut after two requests more at its
+ * end, so that it has the odd one's count, and one with a request
+ * inserted at its start and its last one missing (the count of the
+ * others): none may shift the others' positions.  11 of the 12 steady
+ * positions are static, the one missing once is dynamic.  (The same count
+ * alone once took an iteration as aligned position by position: every
+ * position was dynamic.)
+ */
+static void test_classify_odd_iteration(void **state)
+{
+	char path[] = "/tmp/stalloc-odd-XXXXXX";
+	struct stalloc_plan *p;
+	uint64_t seq = 1, id = 1, k, j, first;
+	FILE *f;
+	int fd;
+	size_t i, nr_static = 0;
+
+	(void)state;
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w");
+	assert_non_null(f);
+	fprintf(f, "stalloc-trace 1\n");
+	for (k = 0; k < 6; k++) {
+		fprintf(f, "m %" PRIu64 " iteration\n", seq++);
+		first = id;
+		for (j = 0; k == 1 && j < 2; j++) /* the odd one's extras */
+			fprintf(f, "a %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+				seq++, id++, (j + 3) * 1000000);
+		if (k == 3) /* inserted; its last one is missing */
+			fprintf(f, "a %" PRIu64 " %" PRIu64 " 7000000\n", seq++,
+				id++);
+		for (j = 0; j < (k == 3 ? 11u : 12u); j++)
+			fprintf(f, "a %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+				seq++, id++, (j % 4 + 1) * 65536 + j * 512);
+		for (j = first; j < id; j++)
+			fprintf(f, "f %" PRIu64 " %" PRIu64 "\n", seq++, j);
+	}
+	/* the last iteration goes on after its step, and the trace stops */
+	fprintf(f, "a %" PRIu64 " %" PRIu64 " 1024000\n", seq++, id);
+	fprintf(f, "f %" PRIu64 " %" PRIu64 "\n", seq++, id++);
+	fprintf(f, "a %" PRIu64 " %" PRIu64 " 65536\n", seq++, id++);
+	fclose(f);
+	p = plan_of(path);
+	unlink(path);
+	for (i = 0; i < p->nr_ent; i++)
+		nr_static += p->ent[i].cls == PLAN_STATIC;
+	assert_int_equal(nr_static, 11);
+	assert_int_equal(p->nr_dyn, 1);
+	assert_int_equal(p->dyn[0].pos, 11);
+	assert_int_equal(p->nr_positions, 12);
+	stalloc_plan_free(p);
+}
+
 /* ---------------------------------------------------------- plan files */
 
 static char plan_path[] = "/tmp/stalloc-plan-XXXXXX";
@@ -865,6 +921,7 @@ int main(void)
 		cmocka_unit_test(test_classify_dense),
 		cmocka_unit_test(test_classify_moe),
 		cmocka_unit_test(test_classify_islands),
+		cmocka_unit_test(test_classify_odd_iteration),
 		cmocka_unit_test(test_plan_roundtrip),
 		cmocka_unit_test(test_plan_corruption),
 	};
