@@ -36,10 +36,11 @@ What is judged, per run and per rank:
   reused, would be many times the peak); the peak allocated equals the
   peak of live bytes the planner computes from the trace (an independent
   count of the same requests) and is the same in every stalloc run;
-- plan: at least 90% of the routed requests hit the plan and none missed
-  (every request of the steady iterations is planned; what is left is the
-  first iteration where it differs, DDP's bucket rebuild); the planner
-  found static requests; one trace and one plan per rank;
+- plan: at least 90% of the routed requests hit the plan and at most 3
+  missed (every request of the steady iterations is planned; what is left
+  is the first iteration where it differs, DDP's bucket rebuild: its extra
+  requests are the misses, see PLAN_MISS_MAX); the planner found static
+  requests; one trace and one plan per rank;
 - auto: switched within the run (hits > 0) and no miss.
 
 Prints TAP; skips when /usr/bin/python3 cannot import torch (the DDP part
@@ -64,6 +65,11 @@ STEPS = 8
 STALLOC = ("stalloc-off", "stalloc-trace", "stalloc-plan", "stalloc-auto")
 RUNS = ("caching",) + STALLOC
 PLAN_HIT_SHARE = 0.9
+# Misses a planned run may have: DDP's first step rebuilds its buckets,
+# making requests the later steps never make; the plan follows the steps
+# that repeat, so each rank counts those as misses once (2 here).  The
+# issue's budget for one perturbation is 3.
+PLAN_MISS_MAX = 3
 
 n_tests = 0
 n_failed = 0
@@ -142,15 +148,18 @@ def judge_figures(name, r):
 
 
 def judge_plan(name, r, planner):
-    """A planned run (or a rank of one): hits, no miss."""
+    """A planned run (or a rank of one): hits, at most PLAN_MISS_MAX
+    misses."""
     s = r.get("stalloc") or {}
     hits, miss, allocs = (s.get("plan_hits", 0), s.get("plan_misses", -1),
                           s.get("allocs", 0))
-    out = [(allocs > 0 and miss == 0 and
+    out = [(allocs > 0 and 0 <= miss <= PLAN_MISS_MAX and
             hits >= PLAN_HIT_SHARE * allocs and hits <= allocs,
             "%s: %d of %d requests hit the plan (%.1f%%, at least %d%%), "
-            "%d misses" % (name, hits, allocs, 100.0 * hits / max(allocs, 1),
-                           100 * PLAN_HIT_SHARE, miss), s)]
+            "%d misses (at most %d)" % (name, hits, allocs,
+                                        100.0 * hits / max(allocs, 1),
+                                        100 * PLAN_HIT_SHARE, miss,
+                                        PLAN_MISS_MAX), s)]
     if planner is not None:
         try:
             pj = json.loads(planner)
@@ -304,7 +313,8 @@ def selftest(js, world):
         x["losses"][-1] = math.nextafter(x["losses"][-1], math.inf)
 
     def misses(by):
-        rank0(by["stalloc-plan"])["stalloc"]["plan_misses"] = 3
+        rank0(by["stalloc-plan"])["stalloc"]["plan_misses"] = \
+            PLAN_MISS_MAX + 1
 
     def gone(by):
         by["stalloc-auto"]["config"] = "stalloc-gone"
