@@ -29,32 +29,14 @@ import sys
 import tempfile
 import time
 
+from tap import done, note, ok
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 DDP = os.path.join(HERE, "ddp.py")
 TORCH_PY = "/usr/bin/python3"
 STEPS = 16
 WORLD = 2
-
-n_tests = 0
-n_failed = 0
-
-
-def ok(cond, what, diag=None):
-    global n_tests, n_failed
-    n_tests += 1
-    print("%s %d - %s" % ("ok" if cond else "not ok", n_tests, what))
-    if not cond:
-        n_failed += 1
-        for line in str(diag or "").splitlines()[-30:]:
-            print("#   " + line)
-    sys.stdout.flush()
-    return cond
-
-
-def note(msg):
-    print("# " + msg)
-    sys.stdout.flush()
 
 
 def free_port():
@@ -200,8 +182,7 @@ def main():
             note("scratch files kept in " + tmp)
         else:
             shutil.rmtree(tmp, ignore_errors=True)
-    print("1..%d" % n_tests)
-    return 1 if n_failed else 0
+    return done()
 
 
 if __name__ == "__main__":

@@ -57,6 +57,8 @@ import sys
 import tempfile
 import time
 
+from tap import done, note, ok
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 E2E = os.path.join(ROOT, "tools", "gpu", "torch-e2e.py")
@@ -70,27 +72,6 @@ PLAN_HIT_SHARE = 0.9
 # that repeat, so each rank counts those as misses once (2 here).  The
 # issue's budget for one perturbation is 3.
 PLAN_MISS_MAX = 3
-
-n_tests = 0
-n_failed = 0
-
-
-def ok(cond, what, diag=None):
-    global n_tests, n_failed
-    n_tests += 1
-    print("%s %d - %s" % ("ok" if cond else "not ok", n_tests, what))
-    if not cond:
-        n_failed += 1
-        for line in str(diag or "").splitlines()[-30:]:
-            print("#   " + line)
-    sys.stdout.flush()
-    return cond
-
-
-def note(msg):
-    for line in msg.splitlines():
-        print("# " + line)
-    sys.stdout.flush()
 
 
 def e2e(build, out, args, timeout=400):
@@ -406,8 +387,7 @@ def main():
             note("scratch files kept in " + tmp)
         else:
             shutil.rmtree(tmp, ignore_errors=True)
-    print("1..%d" % n_tests)
-    return 1 if n_failed else 0
+    return done()
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ import sys
 import tempfile
 import time
 
+from tap import done, note, ok
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 GPT = os.path.join(HERE, "gpt.py")
 TORCH_PY = "/usr/bin/python3"
@@ -39,27 +41,6 @@ AUTO_ITERS = 3
 # the planned runs give cached dynamic memory back at once and map in small
 # chunks, so that the mapped peak can be compared with the lower bound
 PEAK_ENV = {"STALLOC_CACHE_LIMIT": "1M", "STALLOC_HOST_GRANULARITY": "64K"}
-
-n_tests = 0
-n_failed = 0
-
-
-def ok(cond, what, diag=None):
-    global n_tests, n_failed
-    n_tests += 1
-    print("%s %d - %s" % ("ok" if cond else "not ok", n_tests, what))
-    if not cond:
-        n_failed += 1
-        if diag:
-            for line in str(diag).splitlines()[-20:]:
-                print("#   " + line)
-    sys.stdout.flush()
-    return cond
-
-
-def note(msg):
-    print("# " + msg)
-    sys.stdout.flush()
 
 
 class Run:
@@ -370,8 +351,7 @@ def main():
             note("scratch files kept in " + tmp)
         else:
             shutil.rmtree(tmp, ignore_errors=True)
-    print("1..%d" % n_tests)
-    return 1 if n_failed else 0
+    return done()
 
 
 if __name__ == "__main__":
