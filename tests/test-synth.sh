@@ -56,7 +56,7 @@ print(best)
 PY
 }
 
-echo "1..49"
+echo "1..50"
 expect 0 "--help" "$SYNTH" --help
 grep -q -- "--recompute" "$tmp/out"
 ok $? "--help lists the options"
@@ -234,6 +234,21 @@ for pp in "0 --recompute selective" "0.0001 " \
 		gap_at_most "$tmp/pp4.json" "$lim"
 	ok $? "4-stage 1F1B ${opts:-(default)}: gap <= $lim in the default budget"
 done
+
+# interleaved 2-stage rank: its whole excess over the true peak of live
+# bytes is packing (live_peak equals the lower bound: no alignment, no
+# modelled lifetime), and that packing gap (0.85%, see "what is left" in
+# Documentation/planner.rst) must not grow: a guard, not the target
+"$SYNTH" -o "$tmp/il.trace" --layers 8 --hidden 1024 --heads 16 --seq 1024 \
+	--micro-batches 8 --stages 2 --schedule interleaved --virtual-stages 2 &&
+	"$PLAN" --json "$tmp/il.trace" >"$tmp/il.json" &&
+	gap_at_most "$tmp/il.json" 0.0086 &&
+	python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+sys.exit(0 if d["live_peak"] == d["lower_bound"] and
+         d["align_bytes"] == 0 and d["model_bytes"] == 0 else 1)' "$tmp/il.json"
+ok $? "interleaved 2-stage: bound is the live peak, gap <= 0.86%"
 
 # bad options
 expect 2 "unknown option" "$SYNTH" --frobnicate
