@@ -21,7 +21,6 @@ Prints TAP; skips when /usr/bin/python3 cannot import torch.  O: build dir.
 """
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -29,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from tap import done, note, ok
+from tap import cleanup, done, note, ok
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -178,10 +177,7 @@ def main():
            "each with the optimizer steps marked (%s)" % marks,
            "traces %s" % traces)
     finally:
-        if os.environ.get("STALLOC_TEST_KEEP"):
-            note("scratch files kept in " + tmp)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+        cleanup(tmp)
     return done()
 
 

@@ -51,13 +51,12 @@ import copy
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 
-from tap import done, note, ok
+from tap import cleanup, done, note, ok
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -383,10 +382,7 @@ def main():
             if good:
                 selftest(js, 2)
     finally:
-        if os.environ.get("STALLOC_TEST_KEEP"):
-            note("scratch files kept in " + tmp)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+        cleanup(tmp)
     return done()
 
 

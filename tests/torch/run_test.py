@@ -23,14 +23,13 @@ comments.
 import bisect
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 
-from tap import done, note, ok
+from tap import cleanup, done, note, ok
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GPT = os.path.join(HERE, "gpt.py")
@@ -347,10 +346,7 @@ def main():
         if dense and moe:
             bad_input(tmp, lib, dense, os.path.join(tmp, "moe.plan"))
     finally:
-        if os.environ.get("STALLOC_TEST_KEEP"):
-            note("scratch files kept in " + tmp)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+        cleanup(tmp)
     return done()
 
 

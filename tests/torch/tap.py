@@ -3,8 +3,11 @@
 
 run_test.py, run_ddp.py and run_e2e.py print TAP through these: ok() one
 test line (with up to 30 lines of diagnostics when it fails), note() a
-comment, done() the plan line last, returning the exit status.
+comment, done() the plan line last, returning the exit status;
+cleanup() removes a scratch directory unless STALLOC_TEST_KEEP is set.
 """
+import os
+import shutil
 import sys
 
 _tests = 0
@@ -35,3 +38,11 @@ def done():
     """The plan line; 1 if a test failed, else 0."""
     print("1..%d" % _tests)
     return 1 if _failed else 0
+
+
+def cleanup(tmp):
+    """Remove the scratch directory @tmp, or say where it was kept."""
+    if os.environ.get("STALLOC_TEST_KEEP"):
+        note("scratch files kept in " + tmp)
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
