@@ -421,6 +421,19 @@ static struct stalloc_plan *plan_of(const char *path)
 	return p;
 }
 
+/* A new trace file from template @path (mkstemp), its header written. */
+static FILE *trace_create(char *path)
+{
+	int fd = mkstemp(path);
+	FILE *f;
+
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w");
+	assert_non_null(f);
+	fprintf(f, "stalloc-trace 1\n");
+	return f;
+}
+
 static void test_classify_dense(void **state)
 {
 	struct stalloc_plan *p = plan_of(workload("cpu-torch/gpt-dense.trace"));
@@ -495,16 +508,11 @@ static void test_classify_islands(void **state)
 	struct stalloc_plan *p;
 	uint64_t seq = 1, id = 1, k, j, first;
 	FILE *f;
-	int fd;
 	size_t i;
 	char cls[64] = { 0 };
 
 	(void)state;
-	fd = mkstemp(path);
-	assert_true(fd >= 0);
-	f = fdopen(fd, "w");
-	assert_non_null(f);
-	fprintf(f, "stalloc-trace 1\n");
+	f = trace_create(path);
 	for (k = 0; k < 4; k++) {
 		/* 4 static, 3 varying, 1 island, 3 varying, 9 steady, 3 varying */
 		static const char shape[] = "ssssvvvIvvvSSSSSSSSSvvv";
@@ -552,15 +560,10 @@ static void test_classify_odd_iteration(void **state)
 	struct stalloc_plan *p;
 	uint64_t seq = 1, id = 1, k, j, first;
 	FILE *f;
-	int fd;
 	size_t i, nr_static = 0;
 
 	(void)state;
-	fd = mkstemp(path);
-	assert_true(fd >= 0);
-	f = fdopen(fd, "w");
-	assert_non_null(f);
-	fprintf(f, "stalloc-trace 1\n");
+	f = trace_create(path);
 	for (k = 0; k < 6; k++) {
 		fprintf(f, "m %" PRIu64 " iteration\n", seq++);
 		first = id;
