@@ -241,7 +241,6 @@ static int settle_slot(struct sstreams *t, unsigned int j, uint64_t seq,
 	err = vmm_event_sync(t->vmm, s->ev);
 	if (err)
 		return err;
-	t->settles++;
 	s->done = ckpt;
 	return 0;
 }

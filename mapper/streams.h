@@ -88,7 +88,6 @@ struct sstream {
  * @syncs: device-wide synchronisations the plan's slots needed
  * @checkpoints: events recorded
  * @waits: cuStreamWaitEvent calls
- * @settles: host waits for one stream's checkpoint (before an unmap)
  * @cur: while a request maps memory, the slot of the stream it names (the
  *	shrinker's, for ss_settle()); SS_MAX otherwise
  */
@@ -102,7 +101,6 @@ struct sstreams {
 	uint64_t syncs;
 	uint64_t checkpoints;
 	uint64_t waits;
-	uint64_t settles;
 	unsigned int cur;
 };
 
