@@ -59,6 +59,11 @@ def oom():
     msg = str(raised)
     if "out of memory" not in msg:
         raise AssertionError("unexpected message: %s" % msg[:200])
+    oom_type = getattr(torch, "OutOfMemoryError",
+                       getattr(torch.cuda, "OutOfMemoryError", None))
+    if oom_type is not None and not isinstance(raised, oom_type):
+        raise AssertionError("%s, not torch.OutOfMemoryError: %s"
+                             % (type(raised).__name__, msg[:200]))
     # the process goes on: allocate and compute
     x = torch.arange(1000, device="cuda", dtype=torch.float32)
     if float((x + keep[:1000]).sum()) != 499500.0 + 1000.0:

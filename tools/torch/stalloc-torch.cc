@@ -11,16 +11,18 @@
  *
  *   stalloc_torch_malloc/free   alloc and free; never returns NULL for a
  *                               non-zero request: out of memory throws
- *                               (PyTorch raises RuntimeError "CUDA out of
- *                               memory ...") or, with STALLOC_OOM=abort,
- *                               prints the report and aborts
+ *                               c10::OutOfMemoryError (Python sees
+ *                               torch.OutOfMemoryError "CUDA out of
+ *                               memory ...", see c10-error.cc) or, with
+ *                               STALLOC_OOM=abort, prints the report and
+ *                               aborts
  *   stalloc_torch_begin_allocate_to_pool, _end_allocate_to_pool,
  *   stalloc_torch_release_pool  the graph pool hooks (torch >= 2.3)
  *
  * Invariants: no exception crosses into libstalloc's C frames (the filter
  * is called through a noexcept trampoline); the filter copy lives until
- * libstalloc drops it.  Uses only the public header and libstdc++.  No
- * locks of its own.
+ * libstalloc drops it.  Uses only the public header and libstdc++; no
+ * PyTorch header or library at build time.  No locks of its own.
  */
 #include <cinttypes>
 #include <cstdio>
@@ -33,6 +35,8 @@
 #include <utility>
 
 #include <stalloc/stalloc.h>
+
+#include "shim.h"
 
 #define SHIM_API extern "C" __attribute__((visibility("default")))
 
@@ -118,7 +122,7 @@ SHIM_API void *stalloc_torch_malloc(size_t size, int device, void *stream)
 			msg.c_str());
 		abort();
 	}
-	throw std::runtime_error(msg);
+	shim_throw_oom(msg);
 }
 
 SHIM_API void stalloc_torch_free(void *ptr, size_t size, int device,
