@@ -12,11 +12,12 @@
  * dyn_release() unmaps the mappings that lie wholly inside free blocks
  * (vmm_unmap_present), which is how it shrinks; dyn_release_some() stops
  * once enough went, least recently freed blocks first (each free block
- * keeps the region's free count at its free, @freed_at).  Before an unmap
- * the host waits for the block's last users, on their own streams only
- * (ss_settle()); a block whose users cannot be waited for that way stays
- * mapped, except on a trim that names no stream, which synchronises the
- * device once.
+ * keeps the region's free count at its free, @freed_at), those whose last
+ * users' work is already reported complete before any the host would have
+ * to wait for.  Before an unmap the block's last users' work must be
+ * complete, on their own streams only (ss_settle()); a block whose users
+ * cannot be waited for that way stays mapped, except on a trim that names
+ * no stream, which synchronises the device once.
  *
  * Streams: a free block carries the tags of its last users (streams.h).
  * Only blocks ready for the requesting stream are handed out; the stream
@@ -230,12 +231,13 @@ static int by_freed_at(const void *a, const void *b)
 
 /*
  * Unmap the chunks wholly inside free block @b once its users' work is
- * complete (ss_settle(), stream slot @slot named by the caller); the bytes
- * unmapped.  Memory not known complete stays mapped unless @may_sync: then
- * the device is synchronised, once (later blocks find it synced).
+ * complete (ss_settle(), stream slot @slot named by the caller; the host
+ * waits for their streams only if @block); the bytes unmapped.  Memory not
+ * known complete stays mapped unless @may_sync: then the device is
+ * synchronised, once (later blocks find it synced).
  */
 static uint64_t release_block(struct dyn_region *d, struct mblock *b,
-			      unsigned int slot, bool may_sync)
+			      unsigned int slot, bool may_sync, bool block)
 {
 	uint64_t chunk = vmm_chunk_bytes(d->vmm), base = vmm_base(d->vmm);
 	uint64_t bytes = b->size, got;
@@ -244,7 +246,8 @@ static uint64_t release_block(struct dyn_region *d, struct mblock *b,
 	if (b->addr_node.next == &d->blocks)
 		bytes += (chunk - (b->addr + b->size - base) % chunk) % chunk;
 	if (!vmm_any_present(d->vmm, b->addr, bytes) ||
-	    (ss_settle(d->ss, &b->tags, slot) && (!may_sync || ss_sync(d->ss))))
+	    (ss_settle(d->ss, &b->tags, slot, block) &&
+	     (!may_sync || ss_sync(d->ss))))
 		return 0;
 	vmm_unmap_present(d->vmm, b->addr, bytes, VMM_SYNCED, &got);
 	return got;
@@ -259,7 +262,7 @@ static uint64_t release_all(struct dyn_region *d, unsigned int slot,
 
 	cds_list_for_each_entry(b, &d->blocks, addr_node)
 		if (b->free)
-			released += release_block(d, b, slot, may_sync);
+			released += release_block(d, b, slot, may_sync, true);
 	return released;
 }
 
@@ -270,6 +273,7 @@ uint64_t dyn_release_some(struct dyn_region *d, uint64_t want,
 	uint64_t released = 0;
 	struct mblock *b, **v = NULL;
 	size_t n = 0, i;
+	int pass;
 
 	cds_list_for_each_entry(b, &d->blocks, addr_node)
 		n += b->free;
@@ -284,10 +288,15 @@ uint64_t dyn_release_some(struct dyn_region *d, uint64_t want,
 	cds_list_for_each_entry(b, &d->blocks, addr_node)
 		if (b->free)
 			v[n++] = b;
-	/* least recently freed first: the least likely to be reused soon */
+	/*
+	 * Least recently freed first: the least likely to be reused soon.
+	 * What is known complete first; the host waits only if that is short.
+	 */
 	qsort(v, n, sizeof(*v), by_freed_at);
-	for (i = 0; i < n && released < want; i++)
-		released += release_block(d, v[i], slot, may_sync);
+	for (pass = 0; pass < 2 && released < want; pass++)
+		for (i = 0; i < n && released < want; i++)
+			released +=
+				release_block(d, v[i], slot, may_sync, pass);
 	free(v);
 out_trace:
 	if (released)

@@ -21,13 +21,16 @@
  * possible.  A mapping reaching under a live block is not lent (it unmaps
  * whole), nor one under the range the caller is about to map.
  *
- * Before a mapping is unmapped, the host waits for the work of its chunks'
- * last users (the tags freed blocks left on them), on those streams only,
- * never for the whole device (ss_settle(): the requesting stream's work so
- * far is waited for by a checkpoint recorded now, another stream's by its
- * last checkpoint); a mapping whose users cannot be waited for so is not
- * lent.  A stream waited for once stays done up to that point, so one
- * call waits at most once per stream.
+ * Before a mapping is unmapped, the work of its chunks' last users (the
+ * tags freed blocks left on them) must be complete, on those streams only,
+ * never the whole device (ss_settle()).  A first pass lends only what the
+ * driver already reports complete (a covering checkpoint whose event is
+ * done: no wait); only if that is not enough does a second pass wait on
+ * the host (the requesting stream's work so far through a checkpoint
+ * recorded now, another stream's through its last checkpoint).  A mapping
+ * whose users cannot be waited for so is not lent.  A stream waited for
+ * once stays done up to that point, so one call waits at most once per
+ * stream.
  *
  * Cost: one pass over the iteration's entries and the pool's chunks per
  * call, and at most one host wait per stream that used what is lent.  Only
@@ -144,6 +147,7 @@ uint64_t match_lend(struct matcher *m, uint64_t va, uint64_t bytes,
 	struct lend_cand *v = NULL;
 	uint64_t *due = NULL;
 	size_t n = 0, i;
+	int pass;
 
 	if (m->disabled || m->mapped_bytes <= m->live_bytes || !nr)
 		return 0;
@@ -162,15 +166,19 @@ uint64_t match_lend(struct matcher *m, uint64_t va, uint64_t bytes,
 	}
 	n = drop_busy(m, va, bytes, v, n);
 	qsort(v, n, sizeof(*v), by_due_desc);
-	for (i = 0; i < n && freed < want; i++) {
-		if (ss_settle(m->ss, &v[i].users, slot))
-			continue; /* its users' work cannot be waited for */
-		if (vmm_unmap_present(m->vmm, m->base + v[i].off, v[i].bytes,
-				      VMM_SYNCED, &got))
-			break;
-		freed += got;
-		m->mapped_bytes -= got;
-	}
+	/* what is known complete first: the host waits only if that is short */
+	for (pass = 0; pass < 2 && freed < want; pass++)
+		for (i = 0; i < n && freed < want; i++) {
+			if (!v[i].bytes ||
+			    ss_settle(m->ss, &v[i].users, slot, pass))
+				continue; /* lent, or not known complete */
+			if (vmm_unmap_present(m->vmm, m->base + v[i].off,
+					      v[i].bytes, VMM_SYNCED, &got))
+				goto out_free;
+			freed += got;
+			m->mapped_bytes -= got;
+			v[i].bytes = 0;
+		}
 out_free:
 	free(v);
 	free(due);

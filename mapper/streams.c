@@ -3,9 +3,10 @@
  * mapper/streams.c - checkpoint events that hand freed memory across streams
  *
  * See streams.h for the model.  Invariants: a stream's checkpoint only
- * moves forward (@ckpt grows, the event is re-recorded later on the same
- * stream), so "stream B waits for A's checkpoint k" stays true once issued
- * and covers every free numbered up to k; a stream handle reaches the
+ * moves forward (@ckpt grows; of its two events, the older is re-recorded
+ * later on the same stream and becomes the current one), so "stream B
+ * waits for A's checkpoint k" stays true once issued and covers every free
+ * numbered up to k, and @prev_ckpt <= @ckpt; a stream handle reaches the
  * driver only inside ss_freed(), called from a free that names it (or
  * names memory record_stream put on it, as PyTorch's own allocator does).
  * During a graph capture (@capture) nothing is recorded and no new wait
@@ -32,9 +33,12 @@ void ss_destroy(struct sstreams *t)
 {
 	unsigned int i;
 
-	for (i = 0; i < t->nr; i++)
+	for (i = 0; i < t->nr; i++) {
 		if (t->s[i].ev)
 			vmm_event_free(t->vmm, t->s[i].ev);
+		if (t->s[i].prev_ev)
+			vmm_event_free(t->vmm, t->s[i].prev_ev);
+	}
 	ss_init(t, t->vmm);
 }
 
@@ -92,17 +96,33 @@ void ss_merge(struct sstreams *t, struct ss_tags *a, const struct ss_tags *b)
 			ss_tag(a, b->idx[k], b->seq[k]);
 }
 
-/* Record stream @i's checkpoint now: it covers every free so far. */
+/*
+ * Record stream @i's checkpoint now: it covers every free so far.  The
+ * current one becomes the previous (kept in its event), the event of the
+ * one before is re-recorded.
+ */
 static void checkpoint(struct sstreams *t, unsigned int i)
 {
 	struct sstream *s = &t->s[i];
+	uint64_t ev;
 
 	if (t->capture || (t->nr == SS_MAX && i == SS_MAX - 1))
 		return;
-	if (!s->ev && vmm_event_new(t->vmm, &s->ev))
+	ev = s->ev ? s->prev_ev : 0;
+	if (!ev && vmm_event_new(t->vmm, &ev))
 		return; /* left uncovered: the memory waits, it is not lost */
-	if (vmm_event_record(t->vmm, s->ev, s->handle))
+	if (vmm_event_record(t->vmm, ev, s->handle)) {
+		if (!s->ev)
+			s->ev = ev; /* keep it for the next try */
+		else
+			s->prev_ev = ev;
 		return;
+	}
+	if (s->ev) {
+		s->prev_ev = s->ev;
+		s->prev_ckpt = s->ckpt;
+	}
+	s->ev = ev;
 	t->checkpoints++;
 	s->ckpt = t->seq;
 	s->since = 0;
@@ -223,19 +243,41 @@ static bool settleable(struct sstreams *t, unsigned int j, uint64_t seq,
 	       (s->ckpt >= seq && s->ev) || j == i;
 }
 
-/* Wait on the host until slot @j's free numbered @seq is complete. */
+/* Is checkpoint @ckpt (event @ev) of @s, covering free @seq, complete? */
+static bool ckpt_done(struct sstreams *t, struct sstream *s, uint64_t ev,
+		      uint64_t ckpt, uint64_t seq)
+{
+	bool done = false;
+
+	if (!ev || ckpt < seq || vmm_event_done(t->vmm, ev, &done) || !done)
+		return false;
+	if (ckpt > s->done)
+		s->done = ckpt;
+	return true;
+}
+
+/*
+ * Make sure slot @j's free numbered @seq is complete: known so, or a
+ * covering checkpoint the driver reports complete (the older first), or
+ * (@block) waiting on the host for the current one.
+ */
 static int settle_slot(struct sstreams *t, unsigned int j, uint64_t seq,
-		       unsigned int i)
+		       unsigned int i, bool block)
 {
 	struct sstream *s = &t->s[j];
 	uint64_t ckpt;
 	int err;
 
-	if (seq <= t->synced || seq <= s->done)
+	if (seq <= t->synced || seq <= s->done ||
+	    ckpt_done(t, s, s->prev_ev, s->prev_ckpt, seq))
 		return 0;
 	if (s->ckpt < seq && j == i)
 		checkpoint(t, i);
 	if (s->ckpt < seq || !s->ev)
+		return -EAGAIN;
+	if (ckpt_done(t, s, s->ev, s->ckpt, seq))
+		return 0;
+	if (!block)
 		return -EAGAIN;
 	ckpt = s->ckpt;
 	err = vmm_event_sync(t->vmm, s->ev);
@@ -245,7 +287,8 @@ static int settle_slot(struct sstreams *t, unsigned int j, uint64_t seq,
 	return 0;
 }
 
-int ss_settle(struct sstreams *t, const struct ss_tags *tags, unsigned int i)
+int ss_settle(struct sstreams *t, const struct ss_tags *tags, unsigned int i,
+	      bool block)
 {
 	bool all = tags->all && tags->all_seq > t->synced;
 	unsigned int k;
@@ -261,9 +304,9 @@ int ss_settle(struct sstreams *t, const struct ss_tags *tags, unsigned int i)
 		if (!settleable(t, tags->idx[k], tags->seq[k], i))
 			return -EAGAIN;
 	for (k = 0; all && k < t->nr && !err; k++)
-		err = settle_slot(t, k, tags->all_seq, i);
+		err = settle_slot(t, k, tags->all_seq, i, block);
 	for (k = 0; k < tags->nr && !err; k++)
-		err = settle_slot(t, tags->idx[k], tags->seq[k], i);
+		err = settle_slot(t, tags->idx[k], tags->seq[k], i, block);
 	return err;
 }
 

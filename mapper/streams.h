@@ -60,6 +60,9 @@ struct ss_tags {
  *	that names it)
  * @ev: its checkpoint event (0 before the first)
  * @ckpt: frees numbered up to @ckpt are covered by @ev
+ * @prev_ev: the checkpoint before, in an event of its own (0: none yet):
+ *	older, so more likely complete when the host asks (ss_settle())
+ * @prev_ckpt: frees numbered up to @prev_ckpt are covered by @prev_ev
  * @since: frees on it since its last checkpoint
  * @eager: another stream wanted memory it freed after its checkpoint: its
  *	next @eager frees checkpoint at once
@@ -72,6 +75,8 @@ struct sstream {
 	void *handle;
 	uint64_t ev;
 	uint64_t ckpt;
+	uint64_t prev_ev;
+	uint64_t prev_ckpt;
 	uint64_t done;
 	uint32_t since;
 	uint32_t eager;
@@ -140,15 +145,20 @@ int ss_sync(struct sstreams *t);
 
 /*
  * Before memory tagged @tags is unmapped: make sure its users' work is
- * complete, waiting on the host for their own streams only, never for the
- * whole device.  @i is the slot of the stream the current call names (it
- * is checkpointed now if need be), or SS_MAX for none.  Another stream's
- * work is waited for through its checkpoint, which must already cover its
- * free.  -EAGAIN (nothing waited for) when that cannot be: a capture is
- * under way, a stream's free is not covered yet, the memory is in use or
- * a graph's replays used it; such memory is to stay mapped for now.
+ * complete, never waiting for the whole device.  A checkpoint covering a
+ * user's free that the driver already reports complete (the stream's
+ * previous one first, the older) settles it at once; else, with @block,
+ * the host waits for that stream's checkpoint (counted as "wait").  @i is
+ * the slot of the stream the current call names (it is checkpointed now
+ * if need be), or SS_MAX for none.  Another stream's work is settled
+ * through its checkpoints, which must already cover its free.  -EAGAIN
+ * when that cannot be: without @block the work is not known complete yet;
+ * a capture is under way, a stream's free is not covered yet, the memory
+ * is in use or a graph's replays used it; such memory is to stay mapped
+ * for now.
  */
-int ss_settle(struct sstreams *t, const struct ss_tags *tags, unsigned int i);
+int ss_settle(struct sstreams *t, const struct ss_tags *tags, unsigned int i,
+	      bool block);
 
 /*
  * May stream @i use memory tagged @tags now, without a device sync (and,

@@ -346,6 +346,86 @@ static void test_plan_lend_streams(void **state)
 	unlink(plan);
 }
 
+/*
+ * Lending waits only when it must: pool memory whose last users' work the
+ * driver already reports complete -- covered by the stream's previous
+ * checkpoint, while its latest one is still pending behind new work -- is
+ * lent with no host wait (cuEventQuery, never cuEventSynchronize).
+ */
+static void test_plan_lend_done(void **state)
+{
+	const struct fx_fake *fk = fx_fake();
+	int (*hold)(void *, int),
+		(*launch)(void *, unsigned long long, unsigned long long, int);
+	struct stalloc_stats st;
+	struct blk live[6];
+	unsigned long waits, queries;
+	uint64_t host_waits;
+	char plan[256];
+	void *a, *b, *w, *x, *h;
+	int k, j;
+
+	(void)state;
+	if (!fk) {
+		skip();
+		return;
+	}
+	h = dlopen(getenv("STALLOC_LIBCUDA"), RTLD_NOW | RTLD_NOLOAD);
+	*(void **)&hold = dlsym(h, "fakecuda_stream_hold");
+	*(void **)&launch = dlsym(h, "fakecuda_launch");
+	assert_true(hold && launch);
+	make_plan(plan, sizeof(plan));
+	w = stalloc_malloc(32 * MB, 0, NULL);
+	fake_streams(&a, &b);
+	for (k = 0; k < 6; k++) {
+		stalloc_mark("iteration");
+		for (j = 0; j < 6; j++) {
+			live[j].n = (size_t)(j + 1) * MB;
+			live[j].p = stalloc_malloc(live[j].n, 0, a);
+			assert_non_null(live[j].p);
+			assert_int_equal(launch(a, (uintptr_t)live[j].p,
+						live[j].n, 1),
+					 0);
+		}
+		/* collectives' buffers: their frees checkpoint a at once */
+		stalloc_record_stream(live[4].p, b);
+		stalloc_record_stream(live[5].p, b);
+		for (j = 4; j-- > 0;)
+			stalloc_free(live[j].p, live[j].n, 0, a);
+		stalloc_free(live[4].p, live[4].n, 0, a); /* done at once */
+		/* new work keeps a busy: its next checkpoint stays pending */
+		assert_int_equal(hold(a, 1), 0);
+		assert_int_equal(launch(a, (uintptr_t)w, 32 * MB, 1), 0);
+		stalloc_free(live[5].p, live[5].n, 0, a);
+		waits = fk->calls("cuEventSynchronize");
+		queries = fk->calls("cuEventQuery");
+		stalloc_stats(0, &st);
+		host_waits = st.host_waits;
+		/* the activations' idle chunks are lent, without a wait */
+		x = stalloc_malloc(12 * MB, 0, a);
+		assert_non_null(x);
+		assert_int_equal(launch(a, (uintptr_t)x, 12 * MB, 1), 0);
+		stalloc_stats(0, &st);
+		if (k >= 3) { /* past the warm-up and its hand-over */
+			assert_true(st.reserved_peak <=
+				    32 * MB + 22 * MB + 2 * MB);
+			assert_int_equal(fk->calls("cuEventSynchronize"),
+					 waits);
+			assert_true(fk->calls("cuEventQuery") > queries);
+			assert_int_equal(st.host_waits, host_waits);
+		}
+		stalloc_free(x, 0, 0, a);
+		assert_int_equal(hold(a, 0), 0);
+	}
+	assert_int_equal(fk->violations(), 0);
+	stalloc_stats(0, &st);
+	print_message("lending from complete work: %llu host waits in all\n",
+		      (unsigned long long)st.host_waits);
+	assert_int_equal(st.device_syncs, 0);
+	stalloc_free(w, 0, 0, NULL);
+	unlink(plan);
+}
+
 static int only_stream(void *ctx, void *stream)
 {
 	return stream == ctx;
@@ -499,6 +579,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_graph_capture),
 		MAPPER_TEST(test_plan_streams),
 		MAPPER_TEST(test_plan_lend_streams),
+		MAPPER_TEST(test_plan_lend_done),
 	};
 	const char *group = mapper_init(argc, argv, "mapper-streams");
 

@@ -77,6 +77,7 @@ static struct cuda_driver {
 	PFN_cuEventDestroy_v4000 event_destroy;
 	PFN_cuStreamWaitEvent_v3020 stream_wait;
 	PFN_cuEventSynchronize_v2000 event_sync;
+	PFN_cuEventQuery_v2000 event_query;
 	/* optional: NULL when the driver lacks them (nothing is captured) */
 	PFN_cuStreamIsCapturing_v10000 stream_capturing;
 	PFN_cuThreadExchangeStreamCaptureMode_v10010 capture_mode;
@@ -131,6 +132,7 @@ static const struct {
 	SYM(event_destroy, "cuEventDestroy"),
 	SYM(stream_wait, "cuStreamWaitEvent"),
 	SYM(event_sync, "cuEventSynchronize"),
+	SYM(event_query, "cuEventQuery"),
 	SYM(addr_reserve, "cuMemAddressReserve"),
 	SYM(addr_free, "cuMemAddressFree"),
 	SYM(mem_create, "cuMemCreate"),
@@ -688,6 +690,25 @@ static int cuda_event_sync(struct vmm_backend *be, uint64_t ev)
 			 "cuEventSynchronize(%#llx)", (unsigned long long)ev);
 }
 
+static int cuda_event_query(struct vmm_backend *be, uint64_t ev, bool *done)
+{
+	bool pushed;
+	int err = cuda_enter(be, &pushed);
+	CUresult rc;
+
+	*done = false;
+	if (err)
+		return err;
+	rc = drv.event_query((CUevent)(uintptr_t)ev);
+	cuda_leave(be, pushed);
+	if (rc == CUDA_ERROR_NOT_READY)
+		return 0;
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(be, rc, "cuEventQuery()");
+	*done = true;
+	return 0;
+}
+
 static int cuda_capturing(struct vmm_backend *be, void *stream, bool *on)
 {
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -734,6 +755,7 @@ const struct vmm_backend_ops vmm_cuda_ops = {
 	.event_record = cuda_event_record,
 	.stream_wait = cuda_stream_wait,
 	.event_sync = cuda_event_sync,
+	.event_query = cuda_event_query,
 	.capturing = cuda_capturing,
 	.capture_relax = cuda_capture_relax,
 };

@@ -312,6 +312,13 @@ static int host_event_sync(struct vmm_backend *be, uint64_t ev)
 	return 0;
 }
 
+static int host_event_query(struct vmm_backend *be, uint64_t ev, bool *done)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	*done = true;
+	return 0;
+}
+
 static int host_capturing(struct vmm_backend *be, void *stream, bool *on)
 {
 	*on = false;
@@ -342,6 +349,7 @@ const struct vmm_backend_ops vmm_host_ops = {
 	.event_record = host_event_record,
 	.stream_wait = host_stream_wait,
 	.event_sync = host_event_sync,
+	.event_query = host_event_query,
 	.capturing = host_capturing,
 	.capture_relax = host_capture_relax,
 };

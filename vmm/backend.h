@@ -98,6 +98,8 @@ struct vmm_backend_info {
  *	last recorded state; the host does not wait.
  * @event_sync: wait on the host until @ev's last recorded state is
  *	complete (the work of one stream only, not the whole device).
+ * @event_query: *@done: is @ev's last recorded state complete now?  Never
+ *	waits; "not yet" is no error.
  * @capturing: true (*@on) when @stream is being captured into a CUDA
  *	graph.  Safe to call during a capture.
  * @capture_relax: for the calling thread, make driver calls that are
@@ -124,6 +126,7 @@ struct vmm_backend_ops {
 	int (*event_record)(struct vmm_backend *be, uint64_t ev, void *stream);
 	int (*stream_wait)(struct vmm_backend *be, void *stream, uint64_t ev);
 	int (*event_sync)(struct vmm_backend *be, uint64_t ev);
+	int (*event_query)(struct vmm_backend *be, uint64_t ev, bool *done);
 	int (*capturing)(struct vmm_backend *be, void *stream, bool *on);
 	int (*capture_relax)(struct vmm_backend *be, bool relax, int *old);
 };

@@ -508,6 +508,17 @@ int vmm_event_sync(struct vmm_space *s, uint64_t ev)
 	return vmm_counted(s, VMM_CALL_WAIT, s->be.ops->event_sync(&s->be, ev));
 }
 
+int vmm_event_done(struct vmm_space *s, uint64_t ev, bool *done)
+{
+	int err = vmm_check_child(s, "event_query");
+
+	*done = false;
+	if (err)
+		return err;
+	return vmm_counted(s, VMM_CALL_ORDER,
+			   s->be.ops->event_query(&s->be, ev, done));
+}
+
 bool vmm_capturing(struct vmm_space *s, void *stream)
 {
 	bool on = false;

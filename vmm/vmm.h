@@ -309,6 +309,11 @@ int vmm_stream_wait(struct vmm_space *s, void *stream, uint64_t ev);
  * stream it was recorded on, never the whole device (counted as "wait").
  */
 int vmm_event_sync(struct vmm_space *s, uint64_t ev);
+/*
+ * *@done: is @ev's last recorded state complete?  Never waits (counted as
+ * "order", like recording an event).
+ */
+int vmm_event_done(struct vmm_space *s, uint64_t ev, bool *done);
 
 /* Is @stream being captured into a CUDA graph?  (false when unknown) */
 bool vmm_capturing(struct vmm_space *s, void *stream);
