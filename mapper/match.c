@@ -660,6 +660,17 @@ bool match_iteration(struct matcher *m)
  * when its last position was matched, or when a request near its end fits
  * the start of the next one better than anything left.
  */
+/* Does one of an iteration's first positions take a request of @asize? */
+static bool starts_iteration(const struct matcher *m, uint64_t asize)
+{
+	uint32_t n = m->plan->nr_positions, k;
+
+	for (k = 0; k < MATCH_AHEAD && k < n; k++)
+		if (fits(m, k, asize, false))
+			return true;
+	return false;
+}
+
 /*
  * Does a request of @asize, near the end of the iteration, belong to the
  * next one?  Yes when nothing near the cursor takes it and one of the
@@ -667,14 +678,10 @@ bool match_iteration(struct matcher *m)
  */
 static bool wrapped(const struct matcher *m, uint64_t asize)
 {
-	uint32_t n = m->plan->nr_positions, k;
-
-	if (m->cursor + MATCH_AHEAD < n || find_pos(m, asize) >= 0)
+	if (m->cursor + MATCH_AHEAD < m->plan->nr_positions ||
+	    find_pos(m, asize) >= 0)
 		return false;
-	for (k = 0; k < MATCH_AHEAD && k < n; k++)
-		if (fits(m, k, asize, false))
-			return true;
-	return false;
+	return starts_iteration(m, asize);
 }
 
 /* An iteration start told from the requests, not from a marker. */
@@ -692,7 +699,8 @@ static void implicit_iteration(struct matcher *m, uint64_t asize)
 	const struct stalloc_plan *p = m->plan;
 
 	if (m->marks <= p->warmup) {
-		if (m->pro_pos < p->nr_prologue)
+		/* past the prologue, the first request the iteration takes */
+		if (m->pro_pos < p->nr_prologue || !starts_iteration(m, asize))
 			return;
 		m->marks = p->warmup;
 	} else if (m->cursor < p->nr_positions && !wrapped(m, asize)) {
@@ -712,9 +720,14 @@ static void missed_marker(struct matcher *m, uint64_t asize)
 
 	if (m->implicit || m->marks < p->warmup)
 		return;
-	/* the warm-up's last iteration ends with its last allocation */
-	if (m->marks == p->warmup ? m->pro_pos < p->nr_prologue :
-				    !wrapped(m, asize))
+	/*
+	 * The warm-up's last iteration ends with its last allocation: the
+	 * next one is the first request a planned iteration takes.  Anything
+	 * else before it (a block allocated between the steps) is no start.
+	 */
+	if (m->marks == p->warmup ?
+		    m->pro_pos < p->nr_prologue || !starts_iteration(m, asize) :
+		    !wrapped(m, asize))
 		return;
 	m->implicit = true;
 	inferred_iteration(m);

@@ -43,6 +43,58 @@ static void test_plan_mode(void **state)
 	unlink(plan);
 }
 
+/*
+ * A request between an iteration's last planned one and the next marker --
+ * a small unplanned block, allocated and freed -- is only a miss: it does
+ * not start an iteration of its own, even right after the warm-up's last
+ * iteration, where one ends with its last planned allocation (it would
+ * then take the first slot loosely, shift the planned iteration onto the
+ * wrong slots and get the plan dropped as another workload's).
+ */
+static void inserted_at_end(bool marks)
+{
+	struct stalloc_stats a, b;
+	struct blk live[6];
+	char plan[256];
+	void *w, *x;
+	int k;
+
+	make_plan(plan, sizeof(plan));
+	w = stalloc_malloc(32 * MB, 0, NULL);
+	for (k = 0; k < 6; k++) {
+		if (k == 3)
+			stalloc_stats(0, &a);
+		if (marks)
+			stalloc_mark("iteration");
+		workload_iter(live, 1, false, false);
+		x = stalloc_malloc(4096, 0, NULL);
+		assert_non_null(x);
+		stalloc_free(x, 0, 0, NULL);
+	}
+	stalloc_stats(0, &b);
+	/* with markers, every planned request hits, the warm-up's too */
+	if (marks)
+		assert_int_equal(b.plan_hits, 1 + 6 * 6);
+	assert_int_equal(b.plan_hits - a.plan_hits, 3 * 6);
+	assert_true(b.plan_misses - a.plan_misses <= 3);
+	assert_true(b.plan_misses <= 6);
+	stalloc_free(w, 0, 0, NULL);
+	unlink(plan);
+}
+
+static void test_plan_inserted_at_end(void **state)
+{
+	(void)state;
+	inserted_at_end(true);
+}
+
+/* The same when iteration starts are told from the requests. */
+static void test_plan_inserted_no_markers(void **state)
+{
+	(void)state;
+	inserted_at_end(false);
+}
+
 /* No markers at run time: iteration starts are told from the requests. */
 static void test_plan_no_markers(void **state)
 {
@@ -492,6 +544,8 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_mode),
 		MAPPER_TEST(test_plan_no_markers),
 		MAPPER_TEST(test_plan_perturbed),
+		MAPPER_TEST(test_plan_inserted_at_end),
+		MAPPER_TEST(test_plan_inserted_no_markers),
 		MAPPER_TEST(test_plan_other_workload),
 		MAPPER_TEST(test_plan_corrupt),
 		MAPPER_TEST(test_auto_mode),
