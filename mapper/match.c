@@ -106,6 +106,7 @@ int match_init(struct matcher *m, struct stalloc_plan *plan,
 	m->ss = ss;
 	m->base = vmm_base(vmm);
 	m->chunk = vmm_chunk_bytes(vmm);
+	m->loose = UINT32_MAX;
 	if (match_pool_bytes(m) > vmm_size(vmm) / 2) {
 		match_destroy(m);
 		return sa_error(-ENOMEM,
@@ -328,14 +329,26 @@ static bool fits(const struct matcher *m, uint32_t pos, uint64_t size,
 	return false;
 }
 
+/* Is position @pos a static one whose slot is free now? */
+static bool slot_free(const struct matcher *m, uint32_t pos)
+{
+	int32_t e = entry_at(m, pos);
+
+	return e >= 0 &&
+	       range_free(m, m->plan->ent[e].offset, m->plan->ent[e].size);
+}
+
 /* Position @k takes requests of varying sizes (no static entry). */
 static bool is_dyn(const struct matcher *m, uint32_t k)
 {
 	return entry_at(m, k) < 0 && m->dyn_of[k] >= 0;
 }
 
-/* The position near the cursor this request matches, or -1. */
-static int64_t find_pos(const struct matcher *m, uint64_t size)
+/*
+ * The position near the cursor this request matches, or -1; *@loose
+ * (may be NULL) tells a request taken by a larger slot than its size.
+ */
+static int64_t find_pos(const struct matcher *m, uint64_t size, bool *loose)
 {
 	uint32_t n = m->plan->nr_positions, k;
 
@@ -348,6 +361,16 @@ static int64_t find_pos(const struct matcher *m, uint64_t size)
 	 * request in a large slot would hold it past its planned end, in the
 	 * way of the slots planned there after it.
 	 */
+	if (loose)
+		*loose = false;
+	/*
+	 * The last request took a slot loosely, and this one is that slot's
+	 * exact size: the last was an inserted request, this one the slot's
+	 * own.  Otherwise, with slots of one size in a row, each request
+	 * would take the next one's slot and the iteration drift off the plan.
+	 */
+	if (m->loose < n && fits(m, m->loose, size, false))
+		return m->loose;
 	if (m->cursor < n && is_dyn(m, m->cursor))
 		return m->cursor;
 	if (m->cursor < n && fits(m, m->cursor, size, false))
@@ -355,9 +378,22 @@ static int64_t find_pos(const struct matcher *m, uint64_t size)
 	for (k = 1; k <= MATCH_AHEAD && m->cursor + k < n; k++)
 		if (!is_dyn(m, m->cursor + k) &&
 		    fits(m, m->cursor + k, size, false))
-			return m->cursor + k;
-	if (m->cursor < n && fits(m, m->cursor, size, true))
+			break;
+	if (k > 1) {
+		uint32_t b;
+
+		for (b = 1; b <= MATCH_BEHIND && b <= m->cursor; b++)
+			if (slot_free(m, m->cursor - b) &&
+			    fits(m, m->cursor - b, size, false))
+				return m->cursor - b;
+	}
+	if (k <= MATCH_AHEAD && m->cursor + k < n)
+		return m->cursor + k;
+	if (m->cursor < n && fits(m, m->cursor, size, true)) {
+		if (loose)
+			*loose = true;
 		return m->cursor;
+	}
 	for (k = 1; k <= MATCH_AHEAD && m->cursor + k < n; k++)
 		if (is_dyn(m, m->cursor + k) &&
 		    fits(m, m->cursor + k, size, false))
@@ -440,9 +476,11 @@ bool match_alloc(struct matcher *m, uint64_t size, uint64_t id, void *stream,
 static bool place_near_cursor(struct matcher *m, uint64_t asize, void *stream,
 			      uint64_t *addr, uint32_t *ent, bool *missed)
 {
-	int64_t pos = find_pos(m, asize);
+	bool loose;
+	int64_t pos = find_pos(m, asize, &loose);
 	int32_t e;
 
+	m->loose = loose ? (uint32_t)pos : UINT32_MAX;
 	*missed = pos < 0;
 	if (pos < 0)
 		return false;
@@ -619,6 +657,7 @@ static bool next_iteration(struct matcher *m)
 
 	m->marks++;
 	m->cursor = 0;
+	m->loose = UINT32_MAX;
 	m->warm_misses = 0;
 	if (m->marks == m->plan->warmup + 1 || m->marks == m->plan->warmup + 2)
 		m->warm_done = true;
@@ -679,7 +718,7 @@ static bool starts_iteration(const struct matcher *m, uint64_t asize)
 static bool wrapped(const struct matcher *m, uint64_t asize)
 {
 	if (m->cursor + MATCH_AHEAD < m->plan->nr_positions ||
-	    find_pos(m, asize) >= 0)
+	    find_pos(m, asize, NULL) >= 0)
 		return false;
 	return starts_iteration(m, asize);
 }

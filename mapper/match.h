@@ -46,6 +46,8 @@ struct match_live {
  * @pro_list: the persistent entries, by prologue position
  * @nr_pro: their number; @pro_next: the next one to come
  * @cursor: the next expected position of the iteration
+ * @loose: the position the last request took loosely (a slot larger than
+ *	it), or UINT32_MAX
  * @pro_pos: prologue allocations seen
  * @marks: iteration markers seen
  * @live: planned blocks live now, sorted by offset
@@ -75,6 +77,7 @@ struct matcher {
 	size_t nr_pro;
 	size_t pro_next;
 	uint32_t cursor;
+	uint32_t loose;
 	uint32_t pro_pos;
 	uint64_t marks;
 	struct match_live *live;

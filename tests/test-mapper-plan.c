@@ -72,10 +72,15 @@ static void inserted_at_end(bool marks)
 		stalloc_free(x, 0, 0, NULL);
 	}
 	stalloc_stats(0, &b);
-	/* with markers, every planned request hits, the warm-up's too */
+	/*
+	 * With markers, every planned request hits, the warm-up's too.
+	 * Without, the block may start the next iteration and borrow its
+	 * first slot loosely until the slot's own request comes: a hit too.
+	 */
 	if (marks)
 		assert_int_equal(b.plan_hits, 1 + 6 * 6);
-	assert_int_equal(b.plan_hits - a.plan_hits, 3 * 6);
+	assert_true(b.plan_hits - a.plan_hits >= 3 * 6);
+	assert_true(b.plan_hits - a.plan_hits <= 3 * 7);
 	assert_true(b.plan_misses - a.plan_misses <= 3);
 	assert_true(b.plan_misses <= 6);
 	stalloc_free(w, 0, 0, NULL);
@@ -249,6 +254,84 @@ static void test_plan_skipped(void **state)
 	assert_ptr_equal(got, mine);
 	assert_int_equal(b.plan_hits - a.plan_hits, 2);
 	assert_int_equal(b.plan_misses, a.plan_misses);
+	unlink(plan);
+}
+
+/*
+ * Runs of same-size tensors (a layer's activations): four of 2 MiB, four
+ * of 1 MiB, all live at once.  @insert (bytes, 0: none) is allocated and
+ * freed before the second one; the tensors' addresses go to @at.
+ */
+static void run_iter(size_t insert, void **at)
+{
+	void *p[8];
+	int j;
+
+	for (j = 0; j < 8; j++) {
+		if (insert && j == 1) {
+			void *x = stalloc_malloc(insert, 0, NULL);
+
+			assert_non_null(x);
+			stalloc_free(x, 0, 0, NULL);
+		}
+		p[j] = stalloc_malloc(j < 4 ? 2 * MB : 1 * MB, 0, NULL);
+		assert_non_null(p[j]);
+		at[j] = p[j];
+	}
+	for (j = 8; j-- > 0;)
+		stalloc_free(p[j], 0, 0, NULL);
+}
+
+static void run_once(int k)
+{
+	void *at[8];
+
+	(void)k;
+	run_iter(0, at);
+}
+
+/*
+ * A request inserted before a run of same-size slots costs at most
+ * itself.  One smaller than them takes the first slot loosely; then the
+ * run's first tensor comes, of that slot's exact size: the last request
+ * was the inserted one, and each tensor keeps its own slot (before, each
+ * took the next one's and the last had none).  One of their size cannot
+ * be told from the run's first tensor when it comes: the run shifts by a
+ * slot, its last tensor misses, and the next iteration is the plan's.
+ */
+static void test_plan_inserted_in_run(void **state)
+{
+	static const size_t inserts[] = { 512 * 1024, 4096, 2 * MB };
+	struct stalloc_plan_summary s;
+	struct stalloc_stats a, b;
+	char plan[256];
+	void *mine[8], *got[8];
+	size_t i;
+	int k, j;
+
+	(void)state;
+	plan_from("run", run_once, plan, sizeof(plan), &s);
+	for (k = 0; k < 3; k++) {
+		stalloc_mark("iteration");
+		run_iter(0, mine);
+	}
+	for (i = 0; i < sizeof(inserts) / sizeof(inserts[0]); i++) {
+		stalloc_stats(0, &a);
+		stalloc_mark("iteration");
+		run_iter(inserts[i], got);
+		stalloc_stats(0, &b);
+		if (inserts[i] < 2 * MB)
+			for (j = 0; j < 8; j++)
+				assert_ptr_equal(got[j], mine[j]);
+		assert_true(b.plan_hits - a.plan_hits >= 7);
+		assert_true(b.plan_misses - a.plan_misses <= 2);
+		stalloc_stats(0, &a);
+		stalloc_mark("iteration");
+		run_iter(0, got);
+		stalloc_stats(0, &b);
+		assert_int_equal(b.plan_hits - a.plan_hits, 8);
+		assert_int_equal(b.plan_misses, a.plan_misses);
+	}
 	unlink(plan);
 }
 
@@ -554,6 +637,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_lend),
 		MAPPER_TEST(test_plan_no_lend),
 		MAPPER_TEST(test_plan_skipped),
+		MAPPER_TEST(test_plan_inserted_in_run),
 		MAPPER_TEST(test_plan_phase),
 	};
 	const char *group = mapper_init(argc, argv, "mapper-plan");
