@@ -327,7 +327,7 @@ void stalloc_free(void *ptr, size_t size, int device, void *stream)
 		if (d->ss.capture)
 			; /* no unmap while a graph is captured */
 		else if (d->warm_trim)
-			dev_release(d, ss_slot(&d->ss, stream));
+			dev_release(d, ss_slot(&d->ss, stream), false);
 		else
 			dev_high_water(d, ss_slot(&d->ss, stream));
 		sa_mutex_unlock(&d->lock);

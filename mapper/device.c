@@ -122,10 +122,10 @@ void dev_regions(struct mdev *d, uint64_t lo)
 	dyn_init(&d->slab_dyn, d->vmm, end - slabs, end, &d->ss);
 }
 
-void dev_release(struct mdev *d, unsigned int slot)
+void dev_release(struct mdev *d, unsigned int slot, bool may_sync)
 {
-	dyn_release(&d->dyn, slot);
-	dyn_release(&d->slab_dyn, slot);
+	dyn_release(&d->dyn, slot, may_sync);
+	dyn_release(&d->slab_dyn, slot, may_sync);
 }
 
 /*
@@ -322,7 +322,7 @@ void dev_trim(struct mdev *d, unsigned int slot)
 	if (d->ss.capture)
 		return; /* no unmap while a graph is captured */
 	slab_trim(&d->slab);
-	dev_release(d, slot);
+	dev_release(d, slot, slot == SS_MAX);
 	vmm_trim(d->vmm, 0);
 }
 
@@ -366,7 +366,11 @@ void dev_warmup_done(struct mdev *d, unsigned int slot)
 		d->warm_live = d->st.dynamic_bytes;
 	}
 	slab_trim(&d->slab);
-	dev_release(d, slot);
+	/*
+	 * Never a device sync for it (the marker that ends the warm-up
+	 * names no stream): what cannot be settled now goes as it is freed.
+	 */
+	dev_release(d, slot, false);
 }
 
 void stalloc_init(int device_count)

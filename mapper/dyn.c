@@ -266,10 +266,9 @@ static uint64_t release_all(struct dyn_region *d, unsigned int slot,
 	return released;
 }
 
-uint64_t dyn_release_some(struct dyn_region *d, uint64_t want,
-			  unsigned int slot)
+static uint64_t release_some(struct dyn_region *d, uint64_t want,
+			     unsigned int slot, bool may_sync)
 {
-	bool may_sync = want == UINT64_MAX && slot == SS_MAX;
 	uint64_t released = 0;
 	struct mblock *b, **v = NULL;
 	size_t n = 0, i;
@@ -304,9 +303,15 @@ out_trace:
 	return released;
 }
 
-uint64_t dyn_release(struct dyn_region *d, unsigned int slot)
+uint64_t dyn_release_some(struct dyn_region *d, uint64_t want,
+			  unsigned int slot)
 {
-	return dyn_release_some(d, UINT64_MAX, slot);
+	return release_some(d, want, slot, false);
+}
+
+uint64_t dyn_release(struct dyn_region *d, unsigned int slot, bool may_sync)
+{
+	return release_some(d, UINT64_MAX, slot, may_sync);
 }
 
 void dyn_destroy(struct dyn_region *d)

@@ -180,10 +180,11 @@ void dyn_free(struct dyn_region *d, struct mblock *b);
 /*
  * Unmap every whole chunk inside free blocks whose last users' work is
  * complete, waiting for their streams (ss_settle(); @slot is the stream
- * the caller names, SS_MAX for none: then the device may be synchronised
- * once instead); bytes unmapped.
+ * the caller names, SS_MAX for none); with @may_sync, memory that cannot
+ * be settled so is unmapped after one device synchronisation (a trim the
+ * user asked for); bytes unmapped.
  */
-uint64_t dyn_release(struct dyn_region *d, unsigned int slot);
+uint64_t dyn_release(struct dyn_region *d, unsigned int slot, bool may_sync);
 /* The same, least recently freed first, until @want bytes went; no sync. */
 uint64_t dyn_release_some(struct dyn_region *d, uint64_t want,
 			  unsigned int slot);
@@ -333,9 +334,9 @@ void dev_regions(struct mdev *d, uint64_t lo);
 /*
  * Unmap what is free in the dynamic and the slabs' regions, once its last
  * users' work is complete (dyn_release(); @slot: the stream the caller
- * names, SS_MAX for none).
+ * names, SS_MAX for none; @may_sync: else after one device sync).
  */
-void dev_release(struct mdev *d, unsigned int slot);
+void dev_release(struct mdev *d, unsigned int slot, bool may_sync);
 /* Is @addr in a range of the parent's devices (in a forked child)? */
 bool dev_orphan_owns(int device, uint64_t addr);
 /*

@@ -107,6 +107,7 @@ int match_init(struct matcher *m, struct stalloc_plan *plan,
 	m->base = vmm_base(vmm);
 	m->chunk = vmm_chunk_bytes(vmm);
 	m->loose = UINT32_MAX;
+	m->pro_loose = UINT32_MAX;
 	if (match_pool_bytes(m) > vmm_size(vmm) / 2) {
 		match_destroy(m);
 		return sa_error(-ENOMEM,
@@ -375,6 +376,9 @@ static int64_t find_pos(const struct matcher *m, uint64_t size, bool *loose)
 		return m->cursor;
 	if (m->cursor < n && fits(m, m->cursor, size, false))
 		return m->cursor;
+	for (k = m->skip_lo; k < m->skip_hi && k < m->cursor; k++)
+		if (slot_free(m, k) && fits(m, k, size, false))
+			return k;
 	for (k = 1; k <= MATCH_AHEAD && m->cursor + k < n; k++)
 		if (!is_dyn(m, m->cursor + k) &&
 		    fits(m, m->cursor + k, size, false))
@@ -419,16 +423,58 @@ static bool serve(struct matcher *m, int32_t e, void *stream, uint64_t *addr,
 	return true;
 }
 
+/*
+ * The persistent entry a prologue request of @size at prologue position
+ * @pos is, as an index into pro_list, or -1: the next one, if planned at
+ * @pos (whatever the size: a smaller request takes its slot, a larger one
+ * misses), or planned up to MATCH_AHEAD positions before @pos and exactly
+ * @size.  A request inserted earlier in the prologue (a tensor logged, a
+ * warm-up batch) shifts the count: matched by position alone, every
+ * persistent entry after it would be lost, and their tensors, living to
+ * the end, would hold steady slots in every iteration.  Only the next
+ * entry: the warm-up's steady requests come among them, often of their
+ * sizes.  Entries left more than MATCH_AHEAD behind are given up.
+ */
+static int64_t pro_find(struct matcher *m, uint32_t pos, uint64_t size)
+{
+	const struct plan_entry *pe;
+
+	while (m->pro_next < m->nr_pro &&
+	       m->plan->ent[m->pro_list[m->pro_next]].pos + MATCH_AHEAD < pos)
+		m->pro_next++;
+	if (m->pro_next == m->nr_pro)
+		return -1;
+	pe = &m->plan->ent[m->pro_list[m->pro_next]];
+	if (pe->pos == pos || (pe->size == size && pe->pos < pos))
+		return (int64_t)m->pro_next;
+	return -1;
+}
+
 static bool prologue_alloc(struct matcher *m, uint64_t size, void *stream,
 			   uint64_t *addr, uint32_t *ent, bool *miss)
 {
-	uint32_t pos = m->pro_pos++;
-	uint32_t e;
+	uint32_t e = m->pro_loose;
+	int64_t i;
 
-	if (m->pro_next == m->nr_pro ||
-	    m->plan->ent[m->pro_list[m->pro_next]].pos != pos)
-		return false;
-	e = m->pro_list[m->pro_next++];
+	/*
+	 * The last request took entry e's slot though smaller, and this
+	 * one is e's exact size: the last was an inserted request (freed,
+	 * or the slot is busy and this one misses), this is e's own.
+	 */
+	m->pro_loose = UINT32_MAX;
+	if (e == UINT32_MAX || m->plan->ent[e].size != size) {
+		i = pro_find(m, m->pro_pos, size);
+		if (i < 0) {
+			m->pro_pos++;
+			return false;
+		}
+		e = m->pro_list[i];
+		m->pro_next = (size_t)i + 1;
+		/* in step with the plan's count again */
+		m->pro_pos = m->plan->ent[e].pos + 1;
+		if (size < m->plan->ent[e].size)
+			m->pro_loose = e;
+	}
 	m->seen_size[e] = size;
 	if (size > m->plan->ent[e].size ||
 	    !serve(m, (int32_t)e, stream, addr, ent)) {
@@ -484,6 +530,10 @@ static bool place_near_cursor(struct matcher *m, uint64_t asize, void *stream,
 	*missed = pos < 0;
 	if (pos < 0)
 		return false;
+	if (pos > m->cursor && !m->plan->nr_dyn) {
+		m->skip_lo = m->cursor;
+		m->skip_hi = (uint32_t)pos;
+	}
 	m->cursor = (uint32_t)pos + 1;
 	e = entry_at(m, (uint32_t)pos);
 	if (e < 0) {
@@ -658,6 +708,7 @@ static bool next_iteration(struct matcher *m)
 	m->marks++;
 	m->cursor = 0;
 	m->loose = UINT32_MAX;
+	m->skip_lo = m->skip_hi = 0;
 	m->warm_misses = 0;
 	if (m->marks == m->plan->warmup + 1 || m->marks == m->plan->warmup + 2)
 		m->warm_done = true;

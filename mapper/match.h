@@ -48,7 +48,10 @@ struct match_live {
  * @cursor: the next expected position of the iteration
  * @loose: the position the last request took loosely (a slot larger than
  *	it), or UINT32_MAX
- * @pro_pos: prologue allocations seen
+ * @pro_pos: prologue allocations seen (kept in step with the plan's
+ *	count when a persistent entry matches)
+ * @pro_loose: the persistent entry the last prologue request took
+ *	loosely (a slot larger than it), or UINT32_MAX
  * @marks: iteration markers seen
  * @live: planned blocks live now, sorted by offset
  * @use: per pool chunk, the tags of its last users (streams.h); emptied
@@ -78,7 +81,10 @@ struct matcher {
 	size_t pro_next;
 	uint32_t cursor;
 	uint32_t loose;
+	uint32_t skip_lo;
+	uint32_t skip_hi;
 	uint32_t pro_pos;
+	uint32_t pro_loose;
 	uint64_t marks;
 	struct match_live *live;
 	size_t nr_live;

@@ -14,3 +14,17 @@ bench-suite: $(O)/stalloc-synth $(O)/stalloc-plan $(REPLAY_BIN) $(IMPORT_BIN)
 	$(Q)python3 bench/suite-bench.py --size $(SUITE) --jobs $(SUITE_JOBS) \
 		$(if $(SUITE_ONLY),--only '$(SUITE_ONLY)') \
 		--json $(O)/bench-suite.json $(O) $(SHARED)
+
+# make bench-perturb (bench/perturb-bench.py): what one request inserted,
+# left out or resized costs a planned replay, on a dense synthetic trace
+# and the shared CPU traces.  Documentation/suite.rst.
+PERTURB_TRACES = $(O)/perturb-dense.trace \
+	$(wildcard $(SHARED)/workloads/cpu-torch/*.trace)
+
+BENCH_EXTRA += bench-perturb
+.PHONY: bench-perturb
+bench-perturb: $(O)/stalloc-synth $(O)/stalloc-plan $(REPLAY_BIN)
+	$(Q)$(O)/stalloc-synth -o $(O)/perturb-dense.trace --layers 4 \
+		--hidden 256 --heads 4 --seq 512 --vocab 8000 \
+		--micro-batches 4 --stages 2
+	$(Q)python3 bench/perturb-bench.py $(O) $(PERTURB_TRACES)

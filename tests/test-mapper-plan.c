@@ -100,6 +100,41 @@ static void test_plan_inserted_no_markers(void **state)
 	inserted_at_end(false);
 }
 
+/*
+ * A request inserted in the prologue, before the weights, is not taken
+ * for them: the weights keep their planned slot, the prologue count is
+ * back in step, and every planned request of the iterations hits.
+ */
+static void test_plan_inserted_in_prologue(void **state)
+{
+	struct stalloc_stats st;
+	struct blk live[6];
+	char plan[256];
+	void *w, *x;
+	int k;
+
+	(void)state;
+	make_plan(plan, sizeof(plan));
+	x = stalloc_malloc(4096, 0, NULL);
+	assert_non_null(x);
+	stalloc_free(x, 0, 0, NULL);
+	w = stalloc_malloc(32 * MB, 0, NULL);
+	stalloc_stats(0, &st);
+	/* the weights in their slot, not in the dynamic region */
+	assert_int_equal(st.dynamic_bytes, 0);
+	assert_int_equal(st.plan_misses, 0);
+	for (k = 0; k < 6; k++) {
+		stalloc_mark("iteration");
+		workload_iter(live, 1, false, false);
+	}
+	stalloc_stats(0, &st);
+	assert_true(st.plan_hits >= 1 + 6 * 6);
+	assert_int_equal(st.plan_misses, 0);
+	assert_int_equal(st.dynamic_bytes, 0);
+	stalloc_free(w, 0, 0, NULL);
+	unlink(plan);
+}
+
 /* No markers at run time: iteration starts are told from the requests. */
 static void test_plan_no_markers(void **state)
 {
@@ -295,13 +330,17 @@ static void run_once(int k)
  * itself.  One smaller than them takes the first slot loosely; then the
  * run's first tensor comes, of that slot's exact size: the last request
  * was the inserted one, and each tensor keeps its own slot (before, each
- * took the next one's and the last had none).  One of their size cannot
- * be told from the run's first tensor when it comes: the run shifts by a
- * slot, its last tensor misses, and the next iteration is the plan's.
+ * took the next one's and the last had none).  One of the next run's size
+ * (1 MiB) jumps the cursor to that run; the skipped slots' requests then
+ * come, and the first takes its own slot back (a plan without dynamic
+ * positions skips nothing on purpose): again every tensor in its slot.
+ * One of the run's own size cannot be told from the run's first tensor
+ * when it comes: the run shifts by a slot, its last tensor misses, and
+ * the next iteration is the plan's.
  */
 static void test_plan_inserted_in_run(void **state)
 {
-	static const size_t inserts[] = { 512 * 1024, 4096, 2 * MB };
+	static const size_t inserts[] = { 512 * 1024, 4096, 1 * MB, 2 * MB };
 	struct stalloc_plan_summary s;
 	struct stalloc_stats a, b;
 	char plan[256];
@@ -627,6 +666,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_mode),
 		MAPPER_TEST(test_plan_no_markers),
 		MAPPER_TEST(test_plan_perturbed),
+		MAPPER_TEST(test_plan_inserted_in_prologue),
 		MAPPER_TEST(test_plan_inserted_at_end),
 		MAPPER_TEST(test_plan_inserted_no_markers),
 		MAPPER_TEST(test_plan_other_workload),
