@@ -263,6 +263,48 @@ static void test_plan_streams(void **state)
 	unlink(plan);
 }
 
+/* The fake's controls, a plan, the weights and two streams. */
+struct lend_fx {
+	int (*hold)(void *stream, int busy);
+	int (*launch)(void *stream, unsigned long long addr,
+		      unsigned long long size, int write);
+	char plan[256];
+	void *a, *b, *w;
+};
+
+/* Set @f up; false (the test skipped) without the fake driver. */
+static bool lend_setup(struct lend_fx *f)
+{
+	void *h;
+
+	if (!fx_fake()) {
+		skip();
+		return false;
+	}
+	h = dlopen(getenv("STALLOC_LIBCUDA"), RTLD_NOW | RTLD_NOLOAD);
+	*(void **)&f->hold = dlsym(h, "fakecuda_stream_hold");
+	*(void **)&f->launch = dlsym(h, "fakecuda_launch");
+	assert_true(f->hold && f->launch);
+	make_plan(f->plan, sizeof(f->plan));
+	f->w = stalloc_malloc(32 * MB, 0, NULL);
+	fake_streams(&f->a, &f->b);
+	return true;
+}
+
+/* An iteration's 6 activations on the compute stream, written there. */
+static void lend_activations(struct lend_fx *f, struct blk *live)
+{
+	int j;
+
+	for (j = 0; j < 6; j++) {
+		live[j].n = (size_t)(j + 1) * MB;
+		live[j].p = stalloc_malloc(live[j].n, 0, f->a);
+		assert_non_null(live[j].p);
+		assert_int_equal(
+			f->launch(f->a, (uintptr_t)live[j].p, live[j].n, 1), 0);
+	}
+}
+
 /*
  * Lending the plan's idle pool memory to a dynamic request unmaps pool
  * chunks whose last users' work may still run: the host waits for those
@@ -276,50 +318,32 @@ static void test_plan_streams(void **state)
 static void test_plan_lend_streams(void **state)
 {
 	const struct fx_fake *fk = fx_fake();
-	int (*hold)(void *, int),
-		(*launch)(void *, unsigned long long, unsigned long long, int);
 	struct stalloc_stats st;
+	struct lend_fx f;
 	struct blk live[6];
 	unsigned long sync, waits;
-	char plan[256];
-	void *a, *b, *w, *x, *h;
+	void *x;
 	int k, j;
 
 	(void)state;
-	if (!fk) {
-		skip();
+	if (!lend_setup(&f))
 		return;
-	}
-	h = dlopen(getenv("STALLOC_LIBCUDA"), RTLD_NOW | RTLD_NOLOAD);
-	*(void **)&hold = dlsym(h, "fakecuda_stream_hold");
-	*(void **)&launch = dlsym(h, "fakecuda_launch");
-	assert_true(hold && launch);
-	make_plan(plan, sizeof(plan));
-	w = stalloc_malloc(32 * MB, 0, NULL);
-	fake_streams(&a, &b);
 	sync = fk->calls("cuCtxSynchronize");
 	waits = fk->calls("cuEventSynchronize");
 	for (k = 0; k < 8; k++) {
-		void *dyn = k < 5 ? a : b;
+		void *dyn = k < 5 ? f.a : f.b;
 
-		assert_int_equal(hold(a, 1), 0);
+		assert_int_equal(f.hold(f.a, 1), 0);
 		stalloc_mark("iteration");
-		for (j = 0; j < 6; j++) {
-			live[j].n = (size_t)(j + 1) * MB;
-			live[j].p = stalloc_malloc(live[j].n, 0, a);
-			assert_non_null(live[j].p);
-			assert_int_equal(launch(a, (uintptr_t)live[j].p,
-						live[j].n, 1),
-					 0);
-		}
+		lend_activations(&f, live);
 		assert_disjoint(live, 6);
-		stalloc_record_stream(live[5].p, b); /* a collective's */
+		stalloc_record_stream(live[5].p, f.b); /* a collective's */
 		for (j = 6; j-- > 0;)
-			stalloc_free(live[j].p, live[j].n, 0, a);
+			stalloc_free(live[j].p, live[j].n, 0, f.a);
 		/* after the iteration: the activations' 21 MB are idle */
 		x = stalloc_malloc(16 * MB, 0, dyn);
 		assert_non_null(x);
-		assert_int_equal(launch(dyn, (uintptr_t)x, 16 * MB, 1), 0);
+		assert_int_equal(f.launch(dyn, (uintptr_t)x, 16 * MB, 1), 0);
 		stalloc_free(x, 0, 0, dyn);
 		if (k == 4) {
 			stalloc_stats(0, &st);
@@ -330,7 +354,7 @@ static void test_plan_lend_streams(void **state)
 			assert_true(fk->calls("cuEventSynchronize") > waits);
 		}
 	}
-	assert_int_equal(hold(a, 0), 0);
+	assert_int_equal(f.hold(f.a, 0), 0);
 	print_message("lending: %lu device syncs, %lu event waits\n",
 		      fk->calls("cuCtxSynchronize") - sync,
 		      fk->calls("cuEventSynchronize") - waits);
@@ -342,8 +366,8 @@ static void test_plan_lend_streams(void **state)
 	/* the runtime's own counts say the same */
 	assert_int_equal(st.device_syncs, 0);
 	assert_true(st.host_waits > 0);
-	stalloc_free(w, 0, 0, NULL);
-	unlink(plan);
+	stalloc_free(f.w, 0, 0, NULL);
+	unlink(f.plan);
 }
 
 /*
@@ -355,56 +379,38 @@ static void test_plan_lend_streams(void **state)
 static void test_plan_lend_done(void **state)
 {
 	const struct fx_fake *fk = fx_fake();
-	int (*hold)(void *, int),
-		(*launch)(void *, unsigned long long, unsigned long long, int);
 	struct stalloc_stats st;
+	struct lend_fx f;
 	struct blk live[6];
 	unsigned long waits, queries;
 	uint64_t host_waits;
-	char plan[256];
-	void *a, *b, *w, *x, *h;
+	void *x;
 	int k, j;
 
 	(void)state;
-	if (!fk) {
-		skip();
+	if (!lend_setup(&f))
 		return;
-	}
-	h = dlopen(getenv("STALLOC_LIBCUDA"), RTLD_NOW | RTLD_NOLOAD);
-	*(void **)&hold = dlsym(h, "fakecuda_stream_hold");
-	*(void **)&launch = dlsym(h, "fakecuda_launch");
-	assert_true(hold && launch);
-	make_plan(plan, sizeof(plan));
-	w = stalloc_malloc(32 * MB, 0, NULL);
-	fake_streams(&a, &b);
 	for (k = 0; k < 6; k++) {
 		stalloc_mark("iteration");
-		for (j = 0; j < 6; j++) {
-			live[j].n = (size_t)(j + 1) * MB;
-			live[j].p = stalloc_malloc(live[j].n, 0, a);
-			assert_non_null(live[j].p);
-			assert_int_equal(launch(a, (uintptr_t)live[j].p,
-						live[j].n, 1),
-					 0);
-		}
+		lend_activations(&f, live);
 		/* collectives' buffers: their frees checkpoint a at once */
-		stalloc_record_stream(live[4].p, b);
-		stalloc_record_stream(live[5].p, b);
+		stalloc_record_stream(live[4].p, f.b);
+		stalloc_record_stream(live[5].p, f.b);
 		for (j = 4; j-- > 0;)
-			stalloc_free(live[j].p, live[j].n, 0, a);
-		stalloc_free(live[4].p, live[4].n, 0, a); /* done at once */
+			stalloc_free(live[j].p, live[j].n, 0, f.a);
+		stalloc_free(live[4].p, live[4].n, 0, f.a); /* done at once */
 		/* new work keeps a busy: its next checkpoint stays pending */
-		assert_int_equal(hold(a, 1), 0);
-		assert_int_equal(launch(a, (uintptr_t)w, 32 * MB, 1), 0);
-		stalloc_free(live[5].p, live[5].n, 0, a);
+		assert_int_equal(f.hold(f.a, 1), 0);
+		assert_int_equal(f.launch(f.a, (uintptr_t)f.w, 32 * MB, 1), 0);
+		stalloc_free(live[5].p, live[5].n, 0, f.a);
 		waits = fk->calls("cuEventSynchronize");
 		queries = fk->calls("cuEventQuery");
 		stalloc_stats(0, &st);
 		host_waits = st.host_waits;
 		/* the activations' idle chunks are lent, without a wait */
-		x = stalloc_malloc(12 * MB, 0, a);
+		x = stalloc_malloc(12 * MB, 0, f.a);
 		assert_non_null(x);
-		assert_int_equal(launch(a, (uintptr_t)x, 12 * MB, 1), 0);
+		assert_int_equal(f.launch(f.a, (uintptr_t)x, 12 * MB, 1), 0);
 		stalloc_stats(0, &st);
 		if (k >= 3) { /* past the warm-up and its hand-over */
 			assert_true(st.reserved_peak <=
@@ -414,16 +420,16 @@ static void test_plan_lend_done(void **state)
 			assert_true(fk->calls("cuEventQuery") > queries);
 			assert_int_equal(st.host_waits, host_waits);
 		}
-		stalloc_free(x, 0, 0, a);
-		assert_int_equal(hold(a, 0), 0);
+		stalloc_free(x, 0, 0, f.a);
+		assert_int_equal(f.hold(f.a, 0), 0);
 	}
 	assert_int_equal(fk->violations(), 0);
 	stalloc_stats(0, &st);
 	print_message("lending from complete work: %llu host waits in all\n",
 		      (unsigned long long)st.host_waits);
 	assert_int_equal(st.device_syncs, 0);
-	stalloc_free(w, 0, 0, NULL);
-	unlink(plan);
+	stalloc_free(f.w, 0, 0, NULL);
+	unlink(f.plan);
 }
 
 static int only_stream(void *ctx, void *stream)
