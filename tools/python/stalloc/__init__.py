@@ -520,8 +520,9 @@ def enable(mode=None, plan=None, trace=None, auto_iters=None,
         leaves the environment, torch and the process as they were.
 
     The allocation functions come from ``libstalloc-torch.so`` (beside the
-    library): out of memory raises ``RuntimeError("CUDA out of memory
-    (stalloc) ...")`` with stalloc's figures instead of handing PyTorch a
+    library): out of memory raises ``torch.OutOfMemoryError("CUDA out of
+    memory (stalloc) ...")`` (a ``RuntimeError``), as PyTorch's own
+    allocator does, with stalloc's figures instead of handing PyTorch a
     NULL (``STALLOC_OOM=abort`` stops the process with the report instead).
     The hooks ``init``, ``reset`` (:func:`empty_cache`), ``memory fraction``,
     ``record stream`` and, from torch 2.3, the CUDA graph pool hooks
