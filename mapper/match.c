@@ -533,6 +533,8 @@ static bool place_near_cursor(struct matcher *m, uint64_t asize, void *stream,
 	if (pos > m->cursor && !m->plan->nr_dyn) {
 		m->skip_lo = m->cursor;
 		m->skip_hi = (uint32_t)pos;
+	} else if (pos >= (int64_t)m->skip_hi + MATCH_AHEAD) {
+		m->skip_lo = m->skip_hi = 0; /* long past: they were left out */
 	}
 	m->cursor = (uint32_t)pos + 1;
 	e = entry_at(m, (uint32_t)pos);
