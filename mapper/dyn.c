@@ -266,8 +266,8 @@ static uint64_t release_all(struct dyn_region *d, unsigned int slot,
 	return released;
 }
 
-static uint64_t release_some(struct dyn_region *d, uint64_t want,
-			     unsigned int slot, bool may_sync)
+uint64_t dyn_release_some(struct dyn_region *d, uint64_t want,
+			  unsigned int slot)
 {
 	uint64_t released = 0;
 	struct mblock *b, **v = NULL;
@@ -276,11 +276,11 @@ static uint64_t release_some(struct dyn_region *d, uint64_t want,
 
 	cds_list_for_each_entry(b, &d->blocks, addr_node)
 		n += b->free;
-	if (n && want != UINT64_MAX)
+	if (n)
 		v = malloc(n * sizeof(*v));
 	if (!v) {
-		/* everything goes, or out of host memory: the simple way */
-		released = n ? release_all(d, slot, may_sync) : 0;
+		/* out of host memory: the simple way */
+		released = n ? release_all(d, slot, false) : 0;
 		goto out_trace;
 	}
 	n = 0;
@@ -294,8 +294,7 @@ static uint64_t release_some(struct dyn_region *d, uint64_t want,
 	qsort(v, n, sizeof(*v), by_freed_at);
 	for (pass = 0; pass < 2 && released < want; pass++)
 		for (i = 0; i < n && released < want; i++)
-			released +=
-				release_block(d, v[i], slot, may_sync, pass);
+			released += release_block(d, v[i], slot, false, pass);
 	free(v);
 out_trace:
 	if (released)
@@ -303,15 +302,13 @@ out_trace:
 	return released;
 }
 
-uint64_t dyn_release_some(struct dyn_region *d, uint64_t want,
-			  unsigned int slot)
-{
-	return release_some(d, want, slot, false);
-}
-
 uint64_t dyn_release(struct dyn_region *d, unsigned int slot, bool may_sync)
 {
-	return release_some(d, UINT64_MAX, slot, may_sync);
+	uint64_t released = release_all(d, slot, may_sync);
+
+	if (released)
+		sa_trace(shrink, vmm_device(d->vmm), released);
+	return released;
 }
 
 void dyn_destroy(struct dyn_region *d)

@@ -243,47 +243,43 @@ static bool settleable(struct sstreams *t, unsigned int j, uint64_t seq,
 	       (s->ckpt >= seq && s->ev) || j == i;
 }
 
-/* Is checkpoint @ckpt (event @ev) of @s, covering free @seq, complete? */
-static bool ckpt_done(struct sstreams *t, struct sstream *s, uint64_t ev,
-		      uint64_t ckpt, uint64_t seq)
-{
-	bool done = false;
-
-	if (!ev || ckpt < seq || vmm_event_done(t->vmm, ev, &done) || !done)
-		return false;
-	if (ckpt > s->done)
-		s->done = ckpt;
-	return true;
-}
-
 /*
- * Make sure slot @j's free numbered @seq is complete: known so, or a
- * covering checkpoint the driver reports complete (the older first), or
- * (@block) waiting on the host for the current one.
+ * Make sure slot @j's free numbered @seq is complete: known so, or the
+ * oldest checkpoint covering it -- the previous one if it does, the first
+ * to complete (the latest cannot be done before it) -- reported complete
+ * by the driver, or (@block) waited for on the host.
  */
 static int settle_slot(struct sstreams *t, unsigned int j, uint64_t seq,
 		       unsigned int i, bool block)
 {
 	struct sstream *s = &t->s[j];
-	uint64_t ckpt;
+	uint64_t ev, ckpt;
+	bool done = false;
 	int err;
 
-	if (seq <= t->synced || seq <= s->done ||
-	    ckpt_done(t, s, s->prev_ev, s->prev_ckpt, seq))
+	if (seq <= t->synced || seq <= s->done)
 		return 0;
 	if (s->ckpt < seq && j == i)
 		checkpoint(t, i);
-	if (s->ckpt < seq || !s->ev)
+	if (s->prev_ev && s->prev_ckpt >= seq) {
+		ev = s->prev_ev;
+		ckpt = s->prev_ckpt;
+	} else if (s->ev && s->ckpt >= seq) {
+		ev = s->ev;
+		ckpt = s->ckpt;
+	} else {
 		return -EAGAIN;
-	if (ckpt_done(t, s, s->ev, s->ckpt, seq))
-		return 0;
-	if (!block)
-		return -EAGAIN;
-	ckpt = s->ckpt;
-	err = vmm_event_sync(t->vmm, s->ev);
+	}
+	err = vmm_event_done(t->vmm, ev, &done);
+	if (!err && !done) {
+		if (!block)
+			return -EAGAIN;
+		err = vmm_event_sync(t->vmm, ev);
+	}
 	if (err)
 		return err;
-	s->done = ckpt;
+	if (ckpt > s->done)
+		s->done = ckpt;
 	return 0;
 }
 

@@ -145,10 +145,10 @@ int ss_sync(struct sstreams *t);
 
 /*
  * Before memory tagged @tags is unmapped: make sure its users' work is
- * complete, never waiting for the whole device.  A checkpoint covering a
- * user's free that the driver already reports complete (the stream's
- * previous one first, the older) settles it at once; else, with @block,
- * the host waits for that stream's checkpoint (counted as "wait").  @i is
+ * complete, never waiting for the whole device.  The oldest checkpoint
+ * covering a user's free (the stream's previous one where it does, else
+ * its latest) settles it at once if the driver reports it complete; else,
+ * with @block, the host waits for that checkpoint (counted as "wait").  @i is
  * the slot of the stream the current call names (it is checkpointed now
  * if need be), or SS_MAX for none.  Another stream's work is settled
  * through its checkpoints, which must already cover its free.  -EAGAIN
