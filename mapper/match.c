@@ -577,6 +577,36 @@ static bool warm_place(struct matcher *m, uint64_t asize, void *stream,
 }
 
 /*
+ * In the warm-up's last iteration, a request of exactly the next
+ * persistent entry's size that comes before the entry's planned position
+ * (this warm-up issued fewer requests than the recorded one: fewer tokens
+ * routed, a layer's expert with none) is that entry, unless the steady
+ * position at the cursor takes it.  Matched to a steady slot further
+ * ahead instead, it would never be freed and would hold that slot, and
+ * every slot overlapping it, in every planned iteration.
+ */
+static bool warm_early(struct matcher *m, uint64_t asize, void *stream,
+		       uint64_t *addr, uint32_t *ent)
+{
+	uint32_t n = m->plan->nr_positions, e;
+	const struct plan_entry *pe;
+
+	if (m->pro_next >= m->nr_pro)
+		return false;
+	e = m->pro_list[m->pro_next];
+	pe = &m->plan->ent[e];
+	if (pe->size != asize || pe->pos < m->pro_pos ||
+	    (m->cursor < n && fits(m, m->cursor, asize, false)) ||
+	    (m->loose < n && fits(m, m->loose, asize, false)) ||
+	    !serve(m, (int32_t)e, stream, addr, ent))
+		return false;
+	m->pro_next++;
+	m->pro_pos = pe->pos + 1; /* in step with the plan's count again */
+	m->seen_size[e] = asize;
+	return true;
+}
+
+/*
  * Is the next prologue request in the warm-up's last iteration?  With
  * markers, after the warm-up's last one; without, from the prologue
  * position the plan says that iteration started at.
@@ -621,6 +651,8 @@ static bool match_place(struct matcher *m, uint64_t size, void *stream,
 			return true;
 		if (*miss || !warm)
 			return false;
+		if (warm_early(m, asize, stream, addr, ent))
+			return true;
 		return warm_place(m, asize, stream, addr, ent);
 	}
 	return place_near_cursor(m, asize, stream, addr, ent, miss);
