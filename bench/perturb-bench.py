@@ -18,12 +18,17 @@ perturbation is *bad* when it costs more than 3 misses or drops the plan.
 Prints per trace and kind: perturbations, bad ones, mean and worst extra
 misses.  Deterministic (--seed).  Nothing is asserted: numbers only.
 
-Usage: perturb-bench.py [--count N] [--seed S] BUILD_DIR TRACE...
+With --keep DIR, every bad perturbed trace is written to DIR (named for
+its trace, kind and run) and what was changed is printed, for replaying
+it by hand.
+
+Usage: perturb-bench.py [--count N] [--seed S] [--keep DIR] BUILD_DIR TRACE...
 """
 import argparse
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,7 +52,8 @@ def events(lines):
 
 
 def perturb(lines, kind, rng, start):
-    """A copy of @lines with one perturbation after line @start."""
+    """A copy of @lines with one perturbation after line @start, and what
+    was changed, in words."""
     out = list(lines)
     allocs = [i for i in events(out) if i > start and out[i][:2] == "a "]
     if kind == "insert":
@@ -56,6 +62,7 @@ def perturb(lines, kind, rng, start):
         ident = 1 + max(int(out[j].split()[2], 0) for j in events(out)
                         if out[j][:2] == "a ")
         out[i:i] = ["a 0 %d %d\n" % (ident, size), "f 0 %d\n" % ident]
+        what = "%d B inserted before line %d" % (size, i + 1)
     elif kind == "leave-out":
         i = rng.choice(allocs)
         ident = out[i].split()[2]
@@ -65,21 +72,23 @@ def perturb(lines, kind, rng, start):
         if j is not None:
             del out[j]
         del out[i]
+        what = "line %d left out: %s" % (i + 1, lines[i].strip())
     else:
         i = rng.choice(allocs)
         f = out[i].split()
         f[3] = str(int(f[3]) + rng.choice([512, 4096, 65536]))
         out[i] = " ".join(f) + "\n"
+        what = "line %d resized to %s B: %s" % (i + 1, f[3], lines[i].strip())
     seq = 0
     for i in events(out):  # SEQ must increase
         f = out[i].split()
         f[1] = str(seq)
         seq += 1
         out[i] = " ".join(f) + "\n"
-    return out
+    return out, what
 
 
-def bench(build, trace, count, seed, tmp):
+def bench(build, trace, count, seed, tmp, keep):
     plan = os.path.join(tmp, "p.plan")
     r = subprocess.run([os.path.join(build, "stalloc-plan"), "-o", plan,
                         trace], capture_output=True, text=True)
@@ -98,15 +107,17 @@ def bench(build, trace, count, seed, tmp):
     path = os.path.join(tmp, "perturbed.trace")
     for t in range(count):
         kind = KINDS[t % len(KINDS)]
+        out, what = perturb(lines, kind, rng, marks[2])
         with open(path, "w") as f:
-            f.writelines(perturb(lines, kind, rng, marks[2]))
+            f.writelines(out)
         r = replay(build, path, plan)
-        if r is None:
-            stats[kind].append((None, True))
-            continue
-        extra = r["plan_misses"] - base["plan_misses"]
-        stats[kind].append((extra, extra > BAD_MISSES or
-                            bool(r.get("plan_dropped"))))
+        extra = None if r is None else r["plan_misses"] - base["plan_misses"]
+        bad = r is None or extra > BAD_MISSES or bool(r.get("plan_dropped"))
+        stats[kind].append((extra, bad))
+        if bad and keep:
+            name = "%s-%s-%d.trace" % (os.path.basename(trace), kind, t)
+            shutil.copy(path, os.path.join(keep, name))
+            print("  kept %s: %s; %s extra misses" % (name, what, extra))
     return (base, stats), None
 
 
@@ -115,6 +126,8 @@ def main():
     ap.add_argument("--count", type=int, default=60,
                     help="perturbations per trace (default 60)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--keep", metavar="DIR",
+                    help="write the bad perturbed traces here")
     ap.add_argument("build")
     ap.add_argument("traces", nargs="+")
     a = ap.parse_args()
@@ -127,7 +140,9 @@ def main():
     with tempfile.TemporaryDirectory(prefix="perturb-") as tmp:
         for trace in a.traces:
             name = os.path.basename(trace)
-            res, err = bench(a.build, trace, a.count, a.seed, tmp)
+            if a.keep:
+                os.makedirs(a.keep, exist_ok=True)
+            res, err = bench(a.build, trace, a.count, a.seed, tmp, a.keep)
             if err:
                 print("%-28s %s" % (name, err))
                 continue

@@ -445,6 +445,21 @@ static int64_t pro_find(struct matcher *m, uint32_t pos, uint64_t size)
 	if (m->pro_next == m->nr_pro)
 		return -1;
 	pe = &m->plan->ent[m->pro_list[m->pro_next]];
+	if (pe->pos == pos && pe->size != size && m->pro_next + 1 < m->nr_pro) {
+		const struct plan_entry *pn =
+			&m->plan->ent[m->pro_list[m->pro_next + 1]];
+
+		/*
+		 * Not this entry's size but exactly the next one's, planned
+		 * right after it: this entry's request was left out (a
+		 * parameter without gradient, a frozen layer).  Taken
+		 * loosely instead, every request after it would take the
+		 * entry of the one before it, and miss at each change of
+		 * size.
+		 */
+		if (pn->pos == pos + 1 && pn->size == size)
+			return (int64_t)m->pro_next + 1;
+	}
 	if (pe->pos == pos || (pe->size == size && pe->pos < pos))
 		return (int64_t)m->pro_next;
 	return -1;
@@ -514,6 +529,29 @@ bool match_alloc(struct matcher *m, uint64_t size, uint64_t id, void *stream,
 }
 
 /*
+ * A request that no position takes, larger than the static slot at the
+ * cursor: that slot's request, grown (a longer sequence, a padded batch).
+ * The cursor goes past the slot, so that the next request finds its own;
+ * left at the slot, the next request of a run of one size would take it,
+ * each one after it the slot of the one before, and the run would end
+ * on slots whose lifetimes are not theirs.  Were it an inserted request
+ * instead, the slot's own request finds it again behind the cursor.  Not
+ * in a plan with dynamic positions: there such a request is most often
+ * one more of a run of them (more tokens routed than recorded), and
+ * several would carry the cursor past the slots that follow.
+ */
+static void resized_at_cursor(struct matcher *m, uint64_t asize)
+{
+	int32_t e;
+
+	if (m->cursor >= m->plan->nr_positions || m->plan->nr_dyn)
+		return;
+	e = entry_at(m, m->cursor);
+	if (e >= 0 && asize > m->plan->ent[e].size)
+		m->cursor++;
+}
+
+/*
  * Match a request of @asize near the cursor and serve it there: true when
  * served.  Otherwise *@missed says the plan expected something else here
  * (no position takes it, or its slot is not free), not merely that a
@@ -528,8 +566,10 @@ static bool place_near_cursor(struct matcher *m, uint64_t asize, void *stream,
 
 	m->loose = loose ? (uint32_t)pos : UINT32_MAX;
 	*missed = pos < 0;
-	if (pos < 0)
+	if (pos < 0) {
+		resized_at_cursor(m, asize);
 		return false;
+	}
 	if (pos > m->cursor && !m->plan->nr_dyn) {
 		m->skip_lo = m->cursor;
 		m->skip_hi = (uint32_t)pos;

@@ -295,9 +295,10 @@ static void test_plan_skipped(void **state)
 /*
  * Runs of same-size tensors (a layer's activations): four of 2 MiB, four
  * of 1 MiB, all live at once.  @insert (bytes, 0: none) is allocated and
- * freed before the second one; the tensors' addresses go to @at.
+ * freed before the second one, which is @grow bytes larger than planned;
+ * the tensors' addresses go to @at.
  */
-static void run_iter(size_t insert, void **at)
+static void run_iter(size_t insert, size_t grow, void **at)
 {
 	void *p[8];
 	int j;
@@ -309,7 +310,9 @@ static void run_iter(size_t insert, void **at)
 			assert_non_null(x);
 			stalloc_free(x, 0, 0, NULL);
 		}
-		p[j] = stalloc_malloc(j < 4 ? 2 * MB : 1 * MB, 0, NULL);
+		p[j] = stalloc_malloc((j < 4 ? 2 * MB : 1 * MB) +
+					      (j == 1 ? grow : 0),
+				      0, NULL);
 		assert_non_null(p[j]);
 		at[j] = p[j];
 	}
@@ -322,7 +325,7 @@ static void run_once(int k)
 	void *at[8];
 
 	(void)k;
-	run_iter(0, at);
+	run_iter(0, 0, at);
 }
 
 /*
@@ -352,12 +355,12 @@ static void test_plan_inserted_in_run(void **state)
 	plan_from("run", run_once, plan, sizeof(plan), &s);
 	for (k = 0; k < 3; k++) {
 		stalloc_mark("iteration");
-		run_iter(0, mine);
+		run_iter(0, 0, mine);
 	}
 	for (i = 0; i < sizeof(inserts) / sizeof(inserts[0]); i++) {
 		stalloc_stats(0, &a);
 		stalloc_mark("iteration");
-		run_iter(inserts[i], got);
+		run_iter(inserts[i], 0, got);
 		stalloc_stats(0, &b);
 		if (inserts[i] < 2 * MB)
 			for (j = 0; j < 8; j++)
@@ -366,7 +369,50 @@ static void test_plan_inserted_in_run(void **state)
 		assert_true(b.plan_misses - a.plan_misses <= 2);
 		stalloc_stats(0, &a);
 		stalloc_mark("iteration");
-		run_iter(0, got);
+		run_iter(0, 0, got);
+		stalloc_stats(0, &b);
+		assert_int_equal(b.plan_hits - a.plan_hits, 8);
+		assert_int_equal(b.plan_misses, a.plan_misses);
+	}
+	unlink(plan);
+}
+
+/*
+ * A tensor of a run of same-size slots grown by a few bytes (a longer
+ * sequence) fits no slot and misses; the cursor goes past its slot, so
+ * every other tensor of the run keeps its own (left at the slot, each
+ * would take the one before it, and the last of the run would hold a
+ * slot planned for another lifetime).
+ */
+static void test_plan_grown_in_run(void **state)
+{
+	static const size_t grows[] = { 512, 4096, 64 * 1024 };
+	struct stalloc_plan_summary s;
+	struct stalloc_stats a, b;
+	char plan[256];
+	void *mine[8], *got[8];
+	size_t i;
+	int k, j;
+
+	(void)state;
+	plan_from("grow", run_once, plan, sizeof(plan), &s);
+	for (k = 0; k < 3; k++) {
+		stalloc_mark("iteration");
+		run_iter(0, 0, mine);
+	}
+	for (i = 0; i < sizeof(grows) / sizeof(grows[0]); i++) {
+		stalloc_stats(0, &a);
+		stalloc_mark("iteration");
+		run_iter(0, grows[i], got);
+		stalloc_stats(0, &b);
+		for (j = 0; j < 8; j++)
+			if (j != 1)
+				assert_ptr_equal(got[j], mine[j]);
+		assert_int_equal(b.plan_hits - a.plan_hits, 7);
+		assert_int_equal(b.plan_misses - a.plan_misses, 1);
+		stalloc_stats(0, &a);
+		stalloc_mark("iteration");
+		run_iter(0, 0, got);
 		stalloc_stats(0, &b);
 		assert_int_equal(b.plan_hits - a.plan_hits, 8);
 		assert_int_equal(b.plan_misses, a.plan_misses);
@@ -754,6 +800,84 @@ static void test_plan_state_early(void **state)
 	unlink(plan);
 }
 
+/*
+ * One step that, the first time (@st not NULL), creates optimizer state
+ * after its activations: two buffers of each of 1, 2, 3 and 4 MiB, the
+ * @leave th left out (-1: none), as for a parameter without gradient.
+ */
+static void opt_step(void **st, int leave)
+{
+	void *act[3];
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		act[i] = stalloc_malloc((size_t)(i + 5) * MB, 0, NULL);
+		assert_non_null(act[i]);
+	}
+	for (i = 0; st && i < 8; i++) {
+		st[i] = NULL;
+		if (i == leave)
+			continue;
+		st[i] = stalloc_malloc((size_t)(i / 2 + 1) * MB, 0, NULL);
+		assert_non_null(st[i]);
+	}
+	for (i = 0; i < 3; i++)
+		stalloc_free(act[i], 0, 0, NULL);
+}
+
+/*
+ * The warm-up leaves out one of the optimizer state's buffers: each one
+ * after it still goes to its own persistent slot (taken by position
+ * instead, each would take the slot planned for the one before it and
+ * miss at every change of size), and the planned steps all hit.
+ */
+static void test_plan_state_left_out(void **state)
+{
+	char pattern[256], trace[256], plan[256];
+	struct stalloc_stats a, b;
+	struct stalloc_plan *p;
+	void *st[8];
+	int k, i;
+
+	(void)state;
+	snprintf(pattern, sizeof(pattern), "%s/lo-%%d.trace", dir);
+	snprintf(trace, sizeof(trace), "%s/lo-0.trace", dir);
+	snprintf(plan, sizeof(plan), "%s/lo.plan", dir);
+	setenv("STALLOC_MODE", "trace", 1);
+	setenv("STALLOC_TRACE", pattern, 1);
+	for (k = 0; k < 4; k++) {
+		stalloc_mark("iteration");
+		opt_step(k ? NULL : st, -1);
+	}
+	for (i = 0; i < 8; i++)
+		stalloc_free(st[i], 0, 0, NULL);
+	stalloc_shutdown();
+	assert_int_equal(stalloc_plan_file(trace, NULL, &p), 0);
+	assert_int_equal(stalloc_plan_write(p, plan), 0);
+	stalloc_plan_free(p);
+	unlink(trace);
+	setenv("STALLOC_MODE", "plan", 1);
+	setenv("STALLOC_PLAN", plan, 1);
+
+	stalloc_mark("iteration");
+	opt_step(st, 2);
+	stalloc_stats(0, &a);
+	/* every buffer but the one left out in its persistent slot */
+	assert_int_equal(a.plan_misses, 0);
+	assert_int_equal(a.dynamic_bytes, 0);
+	for (k = 0; k < 3; k++) {
+		stalloc_mark("iteration");
+		opt_step(NULL, -1);
+	}
+	stalloc_stats(0, &b);
+	assert_int_equal(b.plan_hits - a.plan_hits, 3 * 3);
+	assert_int_equal(b.plan_misses, 0);
+	for (i = 0; i < 8; i++)
+		if (st[i])
+			stalloc_free(st[i], 0, 0, NULL);
+	unlink(plan);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -772,8 +896,10 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_no_lend),
 		MAPPER_TEST(test_plan_skipped),
 		MAPPER_TEST(test_plan_inserted_in_run),
+		MAPPER_TEST(test_plan_grown_in_run),
 		MAPPER_TEST(test_plan_phase),
 		MAPPER_TEST(test_plan_state_early),
+		MAPPER_TEST(test_plan_state_left_out),
 	};
 	const char *group = mapper_init(argc, argv, "mapper-plan");
 
