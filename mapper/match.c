@@ -15,7 +15,11 @@
  * request of their size (range).  The cursor then moves past the match.
  * So an inserted request matches nothing and leaves the cursor where it
  * was, a missing one is skipped over, a resized one costs itself only:
- * never a cascade of misses.
+ * never a cascade of misses (a grown one moves the cursor past its slot,
+ * in plans without dynamic positions: resized_at_cursor()).  In the
+ * prologue, persistent entries go by position, by exact size when late
+ * (pro_find()), past one whose request was left out, and, in the
+ * warm-up's last iteration, by exact size when early (warm_early()).
  *
  * Before a slot is handed out, the planned blocks live now (kept sorted by
  * offset) are searched for one overlapping it, in O(log n); if one does --
