@@ -397,6 +397,14 @@ static int64_t find_pos(const struct matcher *m, uint64_t size, bool *loose)
 	}
 	if (k <= MATCH_AHEAD && m->cursor + k < n)
 		return m->cursor + k;
+	/*
+	 * Just past a run of dynamic positions, a request that matches
+	 * nothing ahead is one more of that run (more tokens routed than
+	 * recorded, a request inserted among them), not a shrunk one: it
+	 * must not take the next static slot, whose own request comes next.
+	 */
+	if (m->cursor > 0 && m->cursor <= n && is_dyn(m, m->cursor - 1))
+		return m->cursor - 1;
 	if (m->cursor < n && fits(m, m->cursor, size, true)) {
 		if (loose)
 			*loose = true;

@@ -878,6 +878,63 @@ static void test_plan_state_left_out(void **state)
 	unlink(plan);
 }
 
+/*
+ * One iteration with a run of two expert buffers whose sizes vary, then a
+ * static tensor of 6 MiB; @extra adds a third expert buffer (more tokens
+ * routed than recorded).  Returns the static tensor's address.
+ */
+static void *experts_iter(int k, bool extra)
+{
+	void *e[3] = { NULL, NULL, NULL }, *t;
+	int j;
+
+	e[0] = stalloc_malloc((size_t)(1 + k % 3) * MB, 0, NULL);
+	e[1] = stalloc_malloc((size_t)(2 + (k + 1) % 3) * MB, 0, NULL);
+	if (extra)
+		e[2] = stalloc_malloc(MB / 2, 0, NULL);
+	t = stalloc_malloc(6 * MB, 0, NULL);
+	assert_non_null(t);
+	for (j = 0; j < 3; j++)
+		if (e[j])
+			stalloc_free(e[j], 0, 0, NULL);
+	stalloc_free(t, 0, 0, NULL);
+	return t;
+}
+
+static void experts_once(int k)
+{
+	experts_iter(k, false);
+}
+
+/*
+ * A request more in a run of dynamic positions (the run ended in the
+ * plan) is one more of the run: it does not take the static slot after
+ * the run loosely, and that slot's own request finds it free.
+ */
+static void test_plan_dyn_run_longer(void **state)
+{
+	struct stalloc_plan_summary s;
+	struct stalloc_stats a, b;
+	char plan[256];
+	void *t, *u;
+	int k;
+
+	(void)state;
+	plan_from("xr", experts_once, plan, sizeof(plan), &s);
+	assert_int_equal(s.dynamic_requests, 2);
+	for (k = 0; k < 3; k++) {
+		stalloc_mark("iteration");
+		t = experts_iter(k, false);
+	}
+	stalloc_stats(0, &a);
+	stalloc_mark("iteration");
+	u = experts_iter(k, true);
+	stalloc_stats(0, &b);
+	assert_ptr_equal(u, t);
+	assert_int_equal(b.plan_misses, a.plan_misses);
+	unlink(plan);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -900,6 +957,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_phase),
 		MAPPER_TEST(test_plan_state_early),
 		MAPPER_TEST(test_plan_state_left_out),
+		MAPPER_TEST(test_plan_dyn_run_longer),
 	};
 	const char *group = mapper_init(argc, argv, "mapper-plan");
 
