@@ -65,6 +65,34 @@ static void test_reuse(void **state)
 	stalloc_free(q, 0, 0, NULL); /* size 0: not checked */
 }
 
+/*
+ * A request larger than a chunk takes the high end of a hole below the
+ * top, a smaller one the low end: both fit the 16 MiB hole, with no
+ * growth, and the large one ends where the hole did.
+ */
+static void test_two_ended(void **state)
+{
+	struct stalloc_stats a, b;
+	void *h, *fence, *big, *small;
+
+	(void)state;
+	h = stalloc_malloc(16 * MB, 0, NULL);
+	fence = stalloc_malloc(4 * MB, 0, NULL);
+	assert_non_null(h);
+	assert_non_null(fence);
+	stalloc_free(h, 0, 0, NULL);
+	stalloc_stats(0, &a);
+	big = stalloc_malloc(8 * MB, 0, NULL);
+	small = stalloc_malloc(1 * MB, 0, NULL);
+	stalloc_stats(0, &b);
+	assert_ptr_equal((char *)big + 8 * MB, fence);
+	assert_ptr_equal(small, h);
+	assert_int_equal(b.reserved, a.reserved);
+	stalloc_free(big, 0, 0, NULL);
+	stalloc_free(small, 0, 0, NULL);
+	stalloc_free(fence, 0, 0, NULL);
+}
+
 static void test_bad_input(void **state)
 {
 	enum stalloc_log_level old = stalloc_set_log_level(STALLOC_LOG_NONE);
@@ -441,6 +469,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		MAPPER_TEST(test_basic),
 		MAPPER_TEST(test_reuse),
+		MAPPER_TEST(test_two_ended),
 		MAPPER_TEST(test_bad_input),
 		MAPPER_TEST(test_empty_cache),
 		MAPPER_TEST(test_high_water),
