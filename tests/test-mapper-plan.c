@@ -204,12 +204,12 @@ static void test_plan_perturbed(void **state)
 }
 
 /*
- * Trace 4 iterations of @one (its argument: the iteration), plan them into
- * @plan (files named after @tag) and set plan mode with it; the plan's
- * summary goes to *@s.
+ * Trace 4 iterations of @one (its argument: the iteration), then @end (if
+ * any: frees what lived throughout), plan them into @plan (files named
+ * after @tag) and set plan mode with it; the plan's summary goes to *@s.
  */
-static void plan_from(const char *tag, void (*one)(int k), char *plan,
-		      size_t len, struct stalloc_plan_summary *s)
+static void plan_from(const char *tag, void (*one)(int k), void (*end)(void),
+		      char *plan, size_t len, struct stalloc_plan_summary *s)
 {
 	char pattern[256], trace[256];
 	struct stalloc_plan *p;
@@ -224,6 +224,8 @@ static void plan_from(const char *tag, void (*one)(int k), char *plan,
 		stalloc_mark("iteration");
 		one(k);
 	}
+	if (end)
+		end();
 	stalloc_shutdown();
 	assert_int_equal(stalloc_plan_file(trace, NULL, &p), 0);
 	stalloc_plan_summary(p, s);
@@ -277,7 +279,7 @@ static void test_plan_skipped(void **state)
 	int k;
 
 	(void)state;
-	plan_from("s", skip_once, plan, sizeof(plan), &s);
+	plan_from("s", skip_once, NULL, plan, sizeof(plan), &s);
 	for (k = 0; k < 3; k++) {
 		stalloc_mark("iteration");
 		skip_iter(false, &mine);
@@ -352,7 +354,7 @@ static void test_plan_inserted_in_run(void **state)
 	int k, j;
 
 	(void)state;
-	plan_from("run", run_once, plan, sizeof(plan), &s);
+	plan_from("run", run_once, NULL, plan, sizeof(plan), &s);
 	for (k = 0; k < 3; k++) {
 		stalloc_mark("iteration");
 		run_iter(0, 0, mine);
@@ -395,7 +397,7 @@ static void test_plan_grown_in_run(void **state)
 	int k, j;
 
 	(void)state;
-	plan_from("grow", run_once, plan, sizeof(plan), &s);
+	plan_from("grow", run_once, NULL, plan, sizeof(plan), &s);
 	for (k = 0; k < 3; k++) {
 		stalloc_mark("iteration");
 		run_iter(0, 0, mine);
@@ -537,7 +539,7 @@ static void test_plan_reuse(void **state)
 	int k;
 
 	(void)state;
-	plan_from("r", moe_once, plan, sizeof(plan), &s);
+	plan_from("r", moe_once, NULL, plan, sizeof(plan), &s);
 	assert_int_equal(s.dynamic_requests, 1);
 	for (k = 0; k < 5; k++) {
 		stalloc_mark("iteration");
@@ -750,38 +752,35 @@ static void state_step(void **state_bufs, int skip)
  * slot of its size a few positions ahead: there it would never be freed,
  * and that slot's request would miss in every planned step.
  */
+/* What lives throughout the recording of state_step(): weights, state. */
+static void *rec_live[9];
+
+static void state_once(int k)
+{
+	if (!k)
+		rec_live[8] = stalloc_malloc(32 * MB, 0, NULL);
+	state_step(k ? NULL : rec_live, 0);
+}
+
+static void state_end(void)
+{
+	stalloc_free(rec_live[0], 0, 0, NULL);
+	stalloc_free(rec_live[1], 0, 0, NULL);
+	stalloc_free(rec_live[8], 0, 0, NULL);
+}
+
 static void test_plan_state_early(void **state)
 {
-	char pattern[256], trace[256], plan[256];
+	struct stalloc_plan_summary s;
 	struct stalloc_stats a, b;
-	struct stalloc_plan *p;
+	char plan[256];
 	void *w, *st[2];
 	int k;
 
 	(void)state;
-	snprintf(pattern, sizeof(pattern), "%s/st-%%d.trace", dir);
-	snprintf(trace, sizeof(trace), "%s/st-0.trace", dir);
-	snprintf(plan, sizeof(plan), "%s/st.plan", dir);
-	setenv("STALLOC_MODE", "trace", 1);
-	setenv("STALLOC_TRACE", pattern, 1);
-	w = stalloc_malloc(32 * MB, 0, NULL);
-	for (k = 0; k < 4; k++) {
-		stalloc_mark("iteration");
-		state_step(k ? NULL : st, 0);
-	}
-	stalloc_free(st[0], 0, 0, NULL);
-	stalloc_free(st[1], 0, 0, NULL);
-	stalloc_free(w, 0, 0, NULL);
-	stalloc_shutdown();
-	assert_int_equal(stalloc_plan_file(trace, NULL, &p), 0);
-	assert_int_equal(stalloc_plan_write(p, plan), 0);
-	stalloc_plan_free(p);
-	unlink(trace);
-	setenv("STALLOC_MODE", "plan", 1);
-	setenv("STALLOC_PLAN", plan, 1);
-
-	w = stalloc_malloc(32 * MB, 0, NULL);
+	plan_from("st", state_once, state_end, plan, sizeof(plan), &s);
 	stalloc_mark("iteration");
+	w = stalloc_malloc(32 * MB, 0, NULL);
 	state_step(st, 2);
 	stalloc_stats(0, &a);
 	for (k = 0; k < 4; k++) {
@@ -831,34 +830,29 @@ static void opt_step(void **st, int leave)
  * instead, each would take the slot planned for the one before it and
  * miss at every change of size), and the planned steps all hit.
  */
+static void opt_once(int k)
+{
+	opt_step(k ? NULL : rec_live, -1);
+}
+
+static void opt_end(void)
+{
+	int i;
+
+	for (i = 0; i < 8; i++)
+		stalloc_free(rec_live[i], 0, 0, NULL);
+}
+
 static void test_plan_state_left_out(void **state)
 {
-	char pattern[256], trace[256], plan[256];
+	struct stalloc_plan_summary s;
 	struct stalloc_stats a, b;
-	struct stalloc_plan *p;
+	char plan[256];
 	void *st[8];
 	int k, i;
 
 	(void)state;
-	snprintf(pattern, sizeof(pattern), "%s/lo-%%d.trace", dir);
-	snprintf(trace, sizeof(trace), "%s/lo-0.trace", dir);
-	snprintf(plan, sizeof(plan), "%s/lo.plan", dir);
-	setenv("STALLOC_MODE", "trace", 1);
-	setenv("STALLOC_TRACE", pattern, 1);
-	for (k = 0; k < 4; k++) {
-		stalloc_mark("iteration");
-		opt_step(k ? NULL : st, -1);
-	}
-	for (i = 0; i < 8; i++)
-		stalloc_free(st[i], 0, 0, NULL);
-	stalloc_shutdown();
-	assert_int_equal(stalloc_plan_file(trace, NULL, &p), 0);
-	assert_int_equal(stalloc_plan_write(p, plan), 0);
-	stalloc_plan_free(p);
-	unlink(trace);
-	setenv("STALLOC_MODE", "plan", 1);
-	setenv("STALLOC_PLAN", plan, 1);
-
+	plan_from("lo", opt_once, opt_end, plan, sizeof(plan), &s);
 	stalloc_mark("iteration");
 	opt_step(st, 2);
 	stalloc_stats(0, &a);
@@ -920,7 +914,7 @@ static void test_plan_dyn_run_longer(void **state)
 	int k;
 
 	(void)state;
-	plan_from("xr", experts_once, plan, sizeof(plan), &s);
+	plan_from("xr", experts_once, NULL, plan, sizeof(plan), &s);
 	assert_int_equal(s.dynamic_requests, 2);
 	for (k = 0; k < 3; k++) {
 		stalloc_mark("iteration");
