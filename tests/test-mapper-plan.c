@@ -331,6 +331,45 @@ static void run_once(int k)
 }
 
 /*
+ * Plan run_iter() (files named after @tag), run three planned iterations
+ * and leave the tensors' addresses in @mine.
+ */
+static void run_planned(const char *tag, char *plan, size_t len, void **mine)
+{
+	struct stalloc_plan_summary s;
+	int k;
+
+	plan_from(tag, run_once, NULL, plan, len, &s);
+	for (k = 0; k < 3; k++) {
+		stalloc_mark("iteration");
+		run_iter(0, 0, mine);
+	}
+}
+
+/*
+ * One iteration of run_iter(@insert, @grow): its hits and misses go to
+ * @d, the addresses to @got; the next iteration, unperturbed, must be the
+ * plan's again.
+ */
+static void run_perturbed(size_t insert, size_t grow, void **got,
+			  struct stalloc_stats *d)
+{
+	struct stalloc_stats a, b;
+
+	stalloc_stats(0, &a);
+	stalloc_mark("iteration");
+	run_iter(insert, grow, got);
+	stalloc_stats(0, &b);
+	d->plan_hits = b.plan_hits - a.plan_hits;
+	d->plan_misses = b.plan_misses - a.plan_misses;
+	stalloc_mark("iteration");
+	run_iter(0, 0, got + 8);
+	stalloc_stats(0, &a);
+	assert_int_equal(a.plan_hits - b.plan_hits, 8);
+	assert_int_equal(a.plan_misses, b.plan_misses);
+}
+
+/*
  * A request inserted before a run of same-size slots costs at most
  * itself.  One smaller than them takes the first slot loosely; then the
  * run's first tensor comes, of that slot's exact size: the last request
@@ -346,35 +385,21 @@ static void run_once(int k)
 static void test_plan_inserted_in_run(void **state)
 {
 	static const size_t inserts[] = { 512 * 1024, 4096, 1 * MB, 2 * MB };
-	struct stalloc_plan_summary s;
-	struct stalloc_stats a, b;
+	struct stalloc_stats d;
 	char plan[256];
-	void *mine[8], *got[8];
+	void *mine[8], *got[16];
 	size_t i;
-	int k, j;
+	int j;
 
 	(void)state;
-	plan_from("run", run_once, NULL, plan, sizeof(plan), &s);
-	for (k = 0; k < 3; k++) {
-		stalloc_mark("iteration");
-		run_iter(0, 0, mine);
-	}
+	run_planned("run", plan, sizeof(plan), mine);
 	for (i = 0; i < sizeof(inserts) / sizeof(inserts[0]); i++) {
-		stalloc_stats(0, &a);
-		stalloc_mark("iteration");
-		run_iter(inserts[i], 0, got);
-		stalloc_stats(0, &b);
+		run_perturbed(inserts[i], 0, got, &d);
 		if (inserts[i] < 2 * MB)
 			for (j = 0; j < 8; j++)
 				assert_ptr_equal(got[j], mine[j]);
-		assert_true(b.plan_hits - a.plan_hits >= 7);
-		assert_true(b.plan_misses - a.plan_misses <= 2);
-		stalloc_stats(0, &a);
-		stalloc_mark("iteration");
-		run_iter(0, 0, got);
-		stalloc_stats(0, &b);
-		assert_int_equal(b.plan_hits - a.plan_hits, 8);
-		assert_int_equal(b.plan_misses, a.plan_misses);
+		assert_true(d.plan_hits >= 7);
+		assert_true(d.plan_misses <= 2);
 	}
 	unlink(plan);
 }
@@ -389,35 +414,21 @@ static void test_plan_inserted_in_run(void **state)
 static void test_plan_grown_in_run(void **state)
 {
 	static const size_t grows[] = { 512, 4096, 64 * 1024 };
-	struct stalloc_plan_summary s;
-	struct stalloc_stats a, b;
+	struct stalloc_stats d;
 	char plan[256];
-	void *mine[8], *got[8];
+	void *mine[8], *got[16];
 	size_t i;
-	int k, j;
+	int j;
 
 	(void)state;
-	plan_from("grow", run_once, NULL, plan, sizeof(plan), &s);
-	for (k = 0; k < 3; k++) {
-		stalloc_mark("iteration");
-		run_iter(0, 0, mine);
-	}
+	run_planned("grow", plan, sizeof(plan), mine);
 	for (i = 0; i < sizeof(grows) / sizeof(grows[0]); i++) {
-		stalloc_stats(0, &a);
-		stalloc_mark("iteration");
-		run_iter(0, grows[i], got);
-		stalloc_stats(0, &b);
+		run_perturbed(0, grows[i], got, &d);
 		for (j = 0; j < 8; j++)
 			if (j != 1)
 				assert_ptr_equal(got[j], mine[j]);
-		assert_int_equal(b.plan_hits - a.plan_hits, 7);
-		assert_int_equal(b.plan_misses - a.plan_misses, 1);
-		stalloc_stats(0, &a);
-		stalloc_mark("iteration");
-		run_iter(0, 0, got);
-		stalloc_stats(0, &b);
-		assert_int_equal(b.plan_hits - a.plan_hits, 8);
-		assert_int_equal(b.plan_misses, a.plan_misses);
+		assert_int_equal(d.plan_hits, 7);
+		assert_int_equal(d.plan_misses, 1);
 	}
 	unlink(plan);
 }
