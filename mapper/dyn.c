@@ -10,9 +10,10 @@
  * free block below the top, smaller ones from the low end: the two kinds
  * then meet less in one hole, and a small long-lived block does not cut
  * the hole a large one leaves in two (on the real cs336 recording off
- * mode reserves 102 MiB less; Documentation/mapper.rst has the suite).  Pages are mapped on demand: the chunks under a block are mapped
- * when it is handed out if they are not already (vmm_map_missing), so the
- * region grows by mapping and never moves or copies anything.
+ * mode reserves 102 MiB less; Documentation/mapper.rst has the suite).
+ * Pages are mapped on demand: the chunks under a block are mapped when it
+ * is handed out if they are not already (vmm_map_missing), so the region
+ * grows by mapping and never moves or copies anything.
  * dyn_release() unmaps the mappings that lie wholly inside free blocks
  * (vmm_unmap_present), which is how it shrinks; dyn_release_some() stops
  * once enough went, least recently freed blocks first (each free block
@@ -101,46 +102,33 @@ static struct mblock *best_fit(struct dyn_region *d, uint64_t size,
 }
 
 /*
- * Split @b so that its last @size bytes are a block of their own, which is
- * returned; @b keeps the front and stays free.
+ * Cut @size bytes for a request out of free block @b (taken off its free
+ * list): its first @size bytes, or its last when @high; the rest stays a
+ * free block.  Returns the request's block.
  */
-static struct mblock *split_high(struct dyn_region *d, struct mblock *b,
-				 uint64_t size)
+static struct mblock *split(struct dyn_region *d, struct mblock *b,
+			    uint64_t size, bool high)
 {
-	struct mblock *hi;
+	uint64_t keep = high ? b->size - size : size;
+	struct mblock *n;
 
 	if (b->size - size < DYN_ALIGN)
 		return b;
-	hi = calloc(1, sizeof(*hi));
-	if (!hi)
+	n = calloc(1, sizeof(*n));
+	if (!n)
 		return b; /* the whole block: correct, slightly wasteful */
-	hi->addr = b->addr + b->size - size;
-	hi->size = size;
-	hi->tags = b->tags;
-	hi->freed_at = b->freed_at;
-	b->size -= size;
-	cds_list_add(&hi->addr_node, &b->addr_node);
+	n->addr = b->addr + keep;
+	n->size = b->size - keep;
+	n->tags = b->tags;
+	n->freed_at = b->freed_at;
+	b->size = keep;
+	cds_list_add(&n->addr_node, &b->addr_node);
+	if (!high) {
+		put_free(d, n);
+		return b;
+	}
 	put_free(d, b);
-	return hi;
-}
-
-/* Split @b so that it is @size bytes; the rest becomes a free block. */
-static void split(struct dyn_region *d, struct mblock *b, uint64_t size)
-{
-	struct mblock *rest;
-
-	if (b->size - size < DYN_ALIGN)
-		return;
-	rest = calloc(1, sizeof(*rest));
-	if (!rest)
-		return; /* keep the whole block: correct, slightly wasteful */
-	rest->addr = b->addr + size;
-	rest->size = b->size - size;
-	rest->tags = b->tags;
-	rest->freed_at = b->freed_at;
-	b->size = size;
-	cds_list_add(&rest->addr_node, &b->addr_node);
-	put_free(d, rest);
+	return n;
 }
 
 static int grow(struct dyn_region *d, uint64_t size, unsigned int slot,
@@ -192,11 +180,9 @@ int dyn_alloc(struct dyn_region *d, uint64_t size, unsigned int slot,
 	b = best_fit(d, size, slot);
 	if (b) {
 		take_free(d, b);
-		if (size > vmm_chunk_bytes(d->vmm) &&
-		    b->addr_node.next != &d->blocks)
-			b = split_high(d, b, size);
-		else
-			split(d, b, size);
+		b = split(d, b, size,
+			  size > vmm_chunk_bytes(d->vmm) &&
+				  b->addr_node.next != &d->blocks);
 	} else {
 		err = grow(d, size, slot, &b);
 		if (err)
