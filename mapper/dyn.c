@@ -86,6 +86,12 @@ void dyn_init(struct dyn_region *d, struct vmm_space *vmm, uint64_t base,
 		CDS_INIT_LIST_HEAD(&d->free[c]);
 }
 
+/* Is @b the last block, the one at the region's top? */
+static bool at_top(const struct dyn_region *d, const struct mblock *b)
+{
+	return b->addr_node.next == &d->blocks;
+}
+
 static struct mblock *best_fit(struct dyn_region *d, uint64_t size,
 			       unsigned int slot)
 {
@@ -181,8 +187,7 @@ int dyn_alloc(struct dyn_region *d, uint64_t size, unsigned int slot,
 	if (b) {
 		take_free(d, b);
 		b = split(d, b, size,
-			  size > vmm_chunk_bytes(d->vmm) &&
-				  b->addr_node.next != &d->blocks);
+			  size > vmm_chunk_bytes(d->vmm) && !at_top(d, b));
 	} else {
 		err = grow(d, size, slot, &b);
 		if (err)
@@ -207,7 +212,7 @@ static struct mblock *merge(struct dyn_region *d, struct mblock *b)
 {
 	struct mblock *n;
 
-	if (b->addr_node.next != &d->blocks) {
+	if (!at_top(d, b)) {
 		n = mb_of_addr(b->addr_node.next);
 		if (n->free) {
 			take_free(d, n);
@@ -261,7 +266,7 @@ static uint64_t release_block(struct dyn_region *d, struct mblock *b,
 	uint64_t bytes = b->size, got;
 
 	/* nothing lies past the last block: its tail chunk goes too */
-	if (b->addr_node.next == &d->blocks)
+	if (at_top(d, b))
 		bytes += (chunk - (b->addr + b->size - base) % chunk) % chunk;
 	if (!vmm_any_present(d->vmm, b->addr, bytes) ||
 	    (ss_settle(d->ss, &b->tags, slot, block) &&
