@@ -137,11 +137,11 @@ def main():
     print("%-28s %-10s %5s %5s %11s %11s" % ("trace", "kind", "runs", "bad",
                                             "mean extra", "worst extra"))
     total = bad_total = 0
+    if a.keep:
+        os.makedirs(a.keep, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="perturb-") as tmp:
         for trace in a.traces:
             name = os.path.basename(trace)
-            if a.keep:
-                os.makedirs(a.keep, exist_ok=True)
             res, err = bench(a.build, trace, a.count, a.seed, tmp, a.keep)
             if err:
                 print("%-28s %s" % (name, err))
