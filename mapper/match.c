@@ -563,6 +563,57 @@ static void resized_at_cursor(struct matcher *m, uint64_t asize)
 		m->cursor++;
 }
 
+/* Is @k a dynamic position that takes @size by the sizes it was seen at? */
+static bool dyn_fits(const struct matcher *m, int64_t k, uint64_t size)
+{
+	return k >= 0 && k < m->plan->nr_positions && is_dyn(m, (uint32_t)k) &&
+	       fits(m, (uint32_t)k, size, false);
+}
+
+/*
+ * Dynamic position @pos takes a request of @size whatever its size, so
+ * that the run keeps in step with the count of requests when routing
+ * changes their sizes.  A request inserted into the run, or one left out,
+ * shifts that count: every later request of the run takes its neighbour's
+ * position, whose free space in the plan is free for another window, and
+ * those that outlive it stand in the way of the static slots planned
+ * there after the run (one scalar logged inside an expert loop cost 12
+ * misses).  The sizes tell, though not one request alone (routing moves a
+ * size across its neighbour's range now and then): when
+ * MATCH_DRIFT_VOTES requests in a row fit the sizes of the position
+ * before theirs and not their own -- none in between fitting its own and
+ * not that one -- the run is one behind, and this request is taken as the
+ * position before's; likewise ahead.  The position that takes the request.
+ */
+static int64_t run_drift(struct matcher *m, int64_t pos, uint64_t size)
+{
+	bool own = dyn_fits(m, pos, size);
+	bool back, ahead;
+
+	m->dyn_hist = m->dyn_hist << 1 | own;
+	if (m->dyn_seen < 64)
+		m->dyn_seen++;
+	if (m->dyn_seen < 64 ||
+	    __builtin_popcountll(m->dyn_hist) < MATCH_SIZES_TELL)
+		return pos;
+	back = dyn_fits(m, pos - 1, size);
+	ahead = dyn_fits(m, pos + 1, size);
+
+	if (own && !back)
+		m->votes_back = 0;
+	if (own && !ahead)
+		m->votes_ahead = 0;
+	if (!own && back && ++m->votes_back >= MATCH_DRIFT_VOTES) {
+		m->votes_back = m->votes_ahead = 0;
+		return pos - 1;
+	}
+	if (!own && ahead && ++m->votes_ahead >= MATCH_DRIFT_VOTES) {
+		m->votes_back = m->votes_ahead = 0;
+		return pos + 1;
+	}
+	return pos;
+}
+
 /*
  * Match a request of @asize near the cursor and serve it there: true when
  * served.  Otherwise *@missed says the plan expected something else here
@@ -588,6 +639,8 @@ static bool place_near_cursor(struct matcher *m, uint64_t asize, void *stream,
 	} else if (pos >= (int64_t)m->skip_hi + MATCH_AHEAD) {
 		m->skip_lo = m->skip_hi = 0; /* long past: they were left out */
 	}
+	if (is_dyn(m, (uint32_t)pos))
+		pos = run_drift(m, pos, asize);
 	m->cursor = (uint32_t)pos + 1;
 	e = entry_at(m, (uint32_t)pos);
 	if (e < 0) {
@@ -795,6 +848,7 @@ static bool next_iteration(struct matcher *m)
 	m->cursor = 0;
 	m->loose = UINT32_MAX;
 	m->skip_lo = m->skip_hi = 0;
+	m->votes_back = m->votes_ahead = 0;
 	m->warm_misses = 0;
 	if (m->marks == m->plan->warmup + 1 || m->marks == m->plan->warmup + 2)
 		m->warm_done = true;

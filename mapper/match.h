@@ -16,6 +16,11 @@
 #define MATCH_AHEAD 8
 #define MATCH_BEHIND 2
 
+/* Requests in a row out of step in a dynamic run before it is re-aligned. */
+#define MATCH_DRIFT_VOTES 2
+/* ... and only if this many of the last 64 fitted their own position. */
+#define MATCH_SIZES_TELL 60
+
 /* Non-matches in the warm-up's last iteration before it is not matched. */
 #define MATCH_WARM_MISSES 32
 
@@ -52,6 +57,12 @@ struct match_live {
  *	count when a persistent entry matches)
  * @pro_loose: the persistent entry the last prologue request took
  *	loosely (a slot larger than it), or UINT32_MAX
+ * @votes_back, @votes_ahead: requests in a row at dynamic positions that
+ *	fit the sizes of the position before (after) theirs and not their
+ *	own (run_drift())
+ * @dyn_hist: one bit per request at a dynamic position, the last one
+ *	lowest: was it within the sizes its position was seen at?
+ * @dyn_seen: such requests so far, up to 64
  * @marks: iteration markers seen
  * @live: planned blocks live now, sorted by offset
  * @use: per pool chunk, the tags of its last users (streams.h); emptied
@@ -85,6 +96,10 @@ struct matcher {
 	uint32_t skip_hi;
 	uint32_t pro_pos;
 	uint32_t pro_loose;
+	uint32_t votes_back;
+	uint32_t votes_ahead;
+	uint64_t dyn_hist;
+	uint32_t dyn_seen;
 	uint64_t marks;
 	struct match_live *live;
 	size_t nr_live;

@@ -940,6 +940,76 @@ static void test_plan_dyn_run_longer(void **state)
 	unlink(plan);
 }
 
+/*
+ * An expert loop: per expert, a buffer kept for the backward pass (about 2
+ * MiB) and a temporary (about 128 KiB), sizes varying with the routing
+ * (iteration @k); then eight 2 MiB tensors made while the kept buffers
+ * live.  @insert puts a 512-byte request (a scalar logged) before the
+ * tenth expert.  Returns the misses the iteration cost.
+ */
+#define DRIFT_EXPERTS 24
+static uint64_t drift_iter(int k, bool insert)
+{
+	void *keep[DRIFT_EXPERTS], *t[8], *x;
+	struct stalloc_stats a = { 0 }, b = { 0 };
+	int j;
+
+	stalloc_stats(0, &a);
+	for (j = 0; j < DRIFT_EXPERTS; j++) {
+		if (insert && j == 10) {
+			x = stalloc_malloc(512, 0, NULL);
+			stalloc_free(x, 0, 0, NULL);
+		}
+		keep[j] = stalloc_malloc(2 * MB + (size_t)((k * j + k) % 4) *
+							  64 * (MB / 1024),
+					 0, NULL);
+		x = stalloc_malloc(
+			MB / 8 + (size_t)((k * j + 2 * k) % 4) * 4096, 0, NULL);
+		assert_non_null(keep[j]);
+		stalloc_free(x, 0, 0, NULL);
+	}
+	for (j = 0; j < 8; j++)
+		t[j] = stalloc_malloc(2 * MB, 0, NULL);
+	for (j = 0; j < DRIFT_EXPERTS; j++)
+		stalloc_free(keep[j], 0, 0, NULL);
+	for (j = 0; j < 8; j++)
+		stalloc_free(t[j], 0, 0, NULL);
+	stalloc_stats(0, &b);
+	return b.plan_misses - a.plan_misses;
+}
+
+static void drift_once(int k)
+{
+	drift_iter(k, false);
+}
+
+/*
+ * A request inserted into a run of dynamic positions whose sizes have told
+ * them apart so far: the run is re-aligned after two requests out of step,
+ * so that the kept buffers do not take the temporaries' positions, whose
+ * free space is the static tensors' after the loop (run_drift()).
+ */
+static void test_plan_drift_in_run(void **state)
+{
+	struct stalloc_plan_summary s;
+	char plan[256];
+	int k;
+
+	(void)state;
+	plan_from("dr", drift_once, NULL, plan, sizeof(plan), &s);
+	assert_int_equal(s.dynamic_requests, 2 * DRIFT_EXPERTS);
+	for (k = 0; k < 4; k++) {
+		stalloc_mark("iteration");
+		assert_int_equal(drift_iter(k, false), 0);
+	}
+	stalloc_mark("iteration");
+	/* 8 misses when every kept buffer after the insertion is out of step */
+	assert_true(drift_iter(1, true) <= 3);
+	stalloc_mark("iteration");
+	assert_int_equal(drift_iter(2, false), 0);
+	unlink(plan);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -963,6 +1033,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_state_early),
 		MAPPER_TEST(test_plan_state_left_out),
 		MAPPER_TEST(test_plan_dyn_run_longer),
+		MAPPER_TEST(test_plan_drift_in_run),
 	};
 	const char *group = mapper_init(argc, argv, "mapper-plan");
 
