@@ -23,6 +23,10 @@
 
 /* Non-matches in the warm-up's last iteration before it is not matched. */
 #define MATCH_WARM_MISSES 32
+/* requests in a row that must match a dynamic run's exit to leave it */
+#define MATCH_EXIT_CONFIRM 4
+/* how far past the cursor a dynamic run's exit may be for that */
+#define MATCH_EXIT_RUN 32
 
 /* The entry number of a dynamic request placed in the plan's free space. */
 #define MATCH_REUSED UINT32_MAX
@@ -39,6 +43,12 @@ struct match_live {
 	uint64_t id; /* its trace ID */
 	struct ss_tags users; /* its stream, and those record_stream named */
 	uint32_t ent;
+};
+
+/* From @off on, until the next segment: clear so long after the window. */
+struct clear_seg {
+	uint64_t off;
+	uint64_t until;
 };
 
 /**
@@ -94,6 +104,10 @@ struct matcher {
 	uint32_t loose;
 	uint32_t skip_lo;
 	uint32_t skip_hi;
+	struct clear_seg *clear; /* per free range, from clear_first[] */
+	uint32_t *clear_first; /* per free range, then the total */
+	uint32_t exit_pos; /* a dynamic run's exit the job may be at */
+	uint32_t exit_seen; /* requests in a row that matched from there */
 	uint32_t pro_pos;
 	uint32_t pro_loose;
 	uint32_t votes_back;
@@ -124,6 +138,14 @@ struct matcher {
  * runtime then runs exactly as in off mode.
  */
 bool match_plan_pays(const struct stalloc_plan *plan);
+/*
+ * How long after its position's window opens [@off, @off + @size) of free
+ * range @range stays clear of planned slots (clear.c); clear_build()
+ * makes the tables at match_init().
+ */
+int clear_build(struct matcher *m);
+uint64_t clear_for(const struct matcher *m, uint32_t range, uint64_t off,
+		   uint64_t size);
 /* Take @plan (owned from now on); the pool starts at the space's base. */
 int match_init(struct matcher *m, struct stalloc_plan *plan,
 	       struct vmm_space *vmm, struct sstreams *ss);
