@@ -68,6 +68,7 @@ run lock -- "$O/tests/test-lock"
 run options -- "$O/tests/test-options"
 run planner SHARED="$SHARED" -- "$O/tests/test-planner"
 run pack -- "$O/tests/test-pack"
+run clear -- "$O/tests/test-clear"
 run recorder -- "$O/tests/test-recorder"
 run mapper/host -- "$O/tests/test-mapper" host
 run mapper-plan/host -- "$O/tests/test-mapper-plan" host

@@ -1010,6 +1010,117 @@ static void test_plan_drift_in_run(void **state)
 	unlink(plan);
 }
 
+/*
+ * An expert loop of @experts buffers (about 1 MiB, sizes varying with the
+ * routing, iteration @k), each freed at once, while a 40 MiB tensor lives;
+ * then six tensors of 5 to 7.5 MiB live together in its place; their
+ * addresses go to @t.
+ */
+static void exit_iter(int k, int experts, void **t)
+{
+	static const size_t tsz[6] = { 10, 12, 14, 11, 13, 15 }; /* MiB / 2 */
+	void *e, *x = stalloc_malloc(40 * MB, 0, NULL);
+	int j;
+
+	for (j = 0; j < experts; j++) {
+		e = stalloc_malloc(MB + (size_t)((k * (j % 3 + 1) + j) % 4) *
+						   (MB / 8),
+				   0, NULL);
+		assert_non_null(e);
+		stalloc_free(e, 0, 0, NULL);
+	}
+	stalloc_free(x, 0, 0, NULL);
+	for (j = 0; j < 6; j++) {
+		t[j] = stalloc_malloc(tsz[j] * (MB / 2), 0, NULL);
+		assert_non_null(t[j]);
+	}
+	for (j = 0; j < 6; j++)
+		stalloc_free(t[j], 0, 0, NULL);
+}
+
+static void exit_once(int k)
+{
+	void *t[6];
+
+	exit_iter(k, 12, t);
+}
+
+/*
+ * An expert loop eight requests shorter than recorded (fewer experts got
+ * tokens): the tensors after it would go to the run's last positions;
+ * four in a row matching the static positions after the run take the job
+ * out of it, and the fourth and later tensors get their slots
+ * (dyn_run_exit()).
+ */
+static void test_plan_dyn_run_shorter(void **state)
+{
+	struct stalloc_plan_summary s;
+	void *t[6], *u[6];
+	char plan[256];
+	int k, j;
+
+	(void)state;
+	plan_from("rs", exit_once, NULL, plan, sizeof(plan), &s);
+	assert_int_equal(s.dynamic_requests, 12);
+	for (k = 0; k < 3; k++) {
+		stalloc_mark("iteration");
+		exit_iter(k, 12, t);
+	}
+	stalloc_mark("iteration");
+	exit_iter(1, 4, u);
+	for (j = 3; j < 6; j++)
+		assert_ptr_equal(u[j], t[j]);
+	unlink(plan);
+}
+
+static void *loose_a;
+
+/* A 256 KiB request, then an 8 MiB one and a 1 MiB one, all freed. */
+static void loose_iter(bool small)
+{
+	void *r = small ? stalloc_malloc(MB / 4, 0, NULL) : NULL;
+	void *a = stalloc_malloc(8 * MB, 0, NULL);
+	void *b = stalloc_malloc(MB, 0, NULL);
+
+	stalloc_free(b, 0, 0, NULL);
+	stalloc_free(a, 0, 0, NULL);
+	if (r)
+		stalloc_free(r, 0, 0, NULL);
+	loose_a = a;
+}
+
+static void loose_once(int k)
+{
+	(void)k;
+	loose_iter(false);
+}
+
+/*
+ * A request inserted where the plan has a slot 32 times its size: taken
+ * loosely, it would hold the slot for as long as it lives, and the slot's
+ * own request, next, would miss; it is served outside the plan instead
+ * (too_loose()) and the slot's request finds it.
+ */
+static void test_plan_too_loose(void **state)
+{
+	struct stalloc_plan_summary s;
+	char plan[256];
+	void *a;
+	int k;
+
+	(void)state;
+	plan_from("tl", loose_once, NULL, plan, sizeof(plan), &s);
+	for (k = 0; k < 3; k++) {
+		stalloc_mark("iteration");
+		loose_iter(false);
+	}
+	a = loose_a;
+	stalloc_mark("iteration");
+	loose_iter(true);
+	assert_ptr_equal(loose_a, a);
+	unlink(plan);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -1034,6 +1145,8 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_state_left_out),
 		MAPPER_TEST(test_plan_dyn_run_longer),
 		MAPPER_TEST(test_plan_drift_in_run),
+		MAPPER_TEST(test_plan_dyn_run_shorter),
+		MAPPER_TEST(test_plan_too_loose),
 	};
 	const char *group = mapper_init(argc, argv, "mapper-plan");
 
