@@ -16,8 +16,9 @@
  * over each address (counted round the iteration) as a step function of
  * the address: segments of constant value, in address order, adjacent
  * equal ones merged (about 7 per range on a 21 GB MoE rank).  A sweep over
- * the entries overlapping the range with a min-heap of those open: O(k log
- * k) for k entries.  clear_for() answers for [off, off + size) in
+ * the entries overlapping the range, in the order of offsets, with two
+ * min-heaps of those open (by start time, by end): O(k log k) for k
+ * entries, no sort per range.  clear_for() answers for [off, off + size) in
  * O(log s) plus the segments it covers.
  *
  * Built by match_init(), read-only after: no locking.
@@ -46,8 +47,8 @@ struct clear_build {
 	size_t nr;
 	uint64_t max_size;
 	struct clear_iv *iv; /* the current range's, by start */
-	uint64_t *pts; /* their ends, sorted */
 	struct clear_iv **heap; /* open ones, soonest first */
+	struct clear_iv **ends; /* open ones, by end */
 	size_t cap;
 	struct clear_seg *segs;
 	size_t nr_segs, cap_segs;
@@ -61,40 +62,33 @@ static int clear_by_off(const void *a, const void *b)
 	return x->off < y->off ? -1 : x->off > y->off;
 }
 
-static int clear_by_lo(const void *a, const void *b)
+static uint64_t iv_key(const struct clear_iv *v, bool by_hi)
 {
-	const struct clear_iv *x = a, *y = b;
-
-	return x->lo < y->lo ? -1 : x->lo > y->lo;
+	return by_hi ? v->hi : v->until;
 }
 
-static int clear_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static void heap_push(struct clear_iv **h, size_t *n, struct clear_iv *v)
+/* Min-heaps of open stretches, by how soon they start or where they end. */
+static void heap_push(struct clear_iv **h, size_t *n, struct clear_iv *v,
+		      bool by_hi)
 {
 	size_t i = (*n)++;
 
-	while (i && h[(i - 1) / 2]->until > v->until) {
+	while (i && iv_key(h[(i - 1) / 2], by_hi) > iv_key(v, by_hi)) {
 		h[i] = h[(i - 1) / 2];
 		i = (i - 1) / 2;
 	}
 	h[i] = v;
 }
 
-static void heap_pop(struct clear_iv **h, size_t *n)
+static void heap_pop(struct clear_iv **h, size_t *n, bool by_hi)
 {
 	struct clear_iv *v = h[--(*n)];
 	size_t i = 0, c;
 
 	while ((c = 2 * i + 1) < *n) {
-		if (c + 1 < *n && h[c + 1]->until < h[c]->until)
+		if (c + 1 < *n && iv_key(h[c + 1], by_hi) < iv_key(h[c], by_hi))
 			c++;
-		if (h[c]->until >= v->until)
+		if (iv_key(h[c], by_hi) >= iv_key(v, by_hi))
 			break;
 		h[i] = h[c];
 		i = c;
@@ -155,30 +149,34 @@ static size_t clear_overlaps(struct clear_build *b, uint64_t a, uint64_t e,
 	return n;
 }
 
-/* The step function of range [a, e) for a window opening at @now. */
+/*
+ * The step function of range [a, e) for a window opening at @now: a sweep
+ * over the stretches in the order they begin (clear_overlaps() yields
+ * them so), each boundary the next beginning or the nearest end.
+ */
 static bool clear_range(struct clear_build *b, uint64_t a, uint64_t e,
 			uint64_t now)
 {
-	size_t n = clear_overlaps(b, a, e, now), np = 0, i, next = 0, open = 0;
+	size_t n = clear_overlaps(b, a, e, now), next = 0, nu = 0, nh = 0;
+	uint64_t at = a, to;
 
-	qsort(b->iv, n, sizeof(*b->iv), clear_by_lo);
-	b->pts[np++] = a;
-	for (i = 0; i < n; i++) {
-		b->pts[np++] = b->iv[i].lo;
-		b->pts[np++] = b->iv[i].hi;
-	}
-	qsort(b->pts, np, sizeof(*b->pts), clear_u64);
-	for (i = 0; i < np; i++) {
-		uint64_t at = b->pts[i];
-
-		if ((i && at == b->pts[i - 1]) || at >= e)
-			continue;
-		while (next < n && b->iv[next].lo <= at)
-			heap_push(b->heap, &open, &b->iv[next++]);
-		while (open && b->heap[0]->hi <= at)
-			heap_pop(b->heap, &open);
-		if (!seg_add(b, at, open ? b->heap[0]->until : UINT64_MAX))
+	while (at < e) {
+		for (; next < n && b->iv[next].lo <= at; next++) {
+			heap_push(b->heap, &nu, &b->iv[next], false);
+			heap_push(b->ends, &nh, &b->iv[next], true);
+		}
+		while (nh && b->ends[0]->hi <= at)
+			heap_pop(b->ends, &nh, true);
+		while (nu && b->heap[0]->hi <= at)
+			heap_pop(b->heap, &nu, false);
+		if (!seg_add(b, at, nu ? b->heap[0]->until : UINT64_MAX))
 			return false;
+		to = e;
+		if (next < n && b->iv[next].lo < to)
+			to = b->iv[next].lo;
+		if (nh && b->ends[0]->hi < to)
+			to = b->ends[0]->hi;
+		at = to;
 	}
 	return true;
 }
@@ -191,10 +189,10 @@ static int clear_alloc(struct clear_build *b, struct matcher *m)
 	b->p = p;
 	b->by_off = malloc((p->nr_ent + 1) * sizeof(*b->by_off));
 	b->iv = malloc((p->nr_ent + 1) * sizeof(*b->iv));
-	b->pts = malloc((2 * p->nr_ent + 2) * sizeof(*b->pts));
 	b->heap = malloc((p->nr_ent + 1) * sizeof(*b->heap));
+	b->ends = malloc((p->nr_ent + 1) * sizeof(*b->ends));
 	m->clear_first = malloc((p->nr_ranges + 1) * sizeof(*m->clear_first));
-	if (!b->by_off || !b->iv || !b->pts || !b->heap || !m->clear_first)
+	if (!b->by_off || !b->iv || !b->heap || !b->ends || !m->clear_first)
 		return -ENOMEM;
 	for (i = 0; i < p->nr_ent; i++) {
 		if (p->ent[i].cls == PLAN_PERSISTENT || !p->ent[i].size)
@@ -240,8 +238,8 @@ int clear_build(struct matcher *m)
 		m->clear_first[p->nr_ranges] = (uint32_t)b.nr_segs;
 	free(b.by_off);
 	free(b.iv);
-	free(b.pts);
 	free(b.heap);
+	free(b.ends);
 	if (err) {
 		free(b.segs);
 		free(m->clear_first);

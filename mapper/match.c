@@ -260,25 +260,27 @@ static int wait_use(struct matcher *m, uint64_t off, uint64_t size,
 static int map_slot(struct matcher *m, uint64_t off, uint64_t size,
 		    void *stream);
 
-/* The lowest offset in free range @rg where @size is away from live blocks. */
+/*
+ * The lowest offset in free range @rg where @size is away from live
+ * blocks: one search, then a walk over the blocks in order (the live set
+ * is sorted by offset and its blocks do not overlap).
+ */
 static bool range_fit(const struct matcher *m, const struct plan_range *rg,
 		      uint64_t size, uint64_t *off)
 {
 	uint64_t at = rg->offset, end = rg->offset + rg->len;
+	size_t i = live_find(m, at);
 
-	while (at + size <= end) {
-		size_t i = live_find(m, at);
-
-		if (i > 0 && m->live[i - 1].off + m->live[i - 1].size > at)
-			at = m->live[i - 1].off + m->live[i - 1].size;
-		else if (i < m->nr_live && m->live[i].off < at + size)
+	if (i > 0 && m->live[i - 1].off + m->live[i - 1].size > at)
+		at = m->live[i - 1].off + m->live[i - 1].size;
+	for (; i < m->nr_live && m->live[i].off < at + size && at + size <= end;
+	     i++)
+		if (m->live[i].off + m->live[i].size > at)
 			at = m->live[i].off + m->live[i].size;
-		else {
-			*off = at;
-			return true;
-		}
-	}
-	return false;
+	if (at + size > end)
+		return false;
+	*off = at;
+	return true;
 }
 
 /*
