@@ -572,22 +572,36 @@ bool match_alloc(struct matcher *m, uint64_t size, uint64_t id, void *stream,
 }
 
 /*
+ * Have the sizes of the requests at dynamic positions been telling: 60 of
+ * the last 64 within the sizes their position was seen at?  Not under
+ * routing from another seed (the synthetic MoE rows fit 50 to 80%).
+ */
+static bool sizes_tell(const struct matcher *m)
+{
+	return m->dyn_seen >= 64 &&
+	       __builtin_popcountll(m->dyn_hist) >= MATCH_SIZES_TELL;
+}
+
+/*
  * A request that no position takes, larger than the static slot at the
  * cursor: that slot's request, grown (a longer sequence, a padded batch).
  * The cursor goes past the slot, so that the next request finds its own;
  * left at the slot, the next request of a run of one size would take it,
  * each one after it the slot of the one before, and the run would end
  * on slots whose lifetimes are not theirs.  Were it an inserted request
- * instead, the slot's own request finds it again behind the cursor.  Not
- * in a plan with dynamic positions: there such a request is most often
- * one more of a run of them (more tokens routed than recorded), and
- * several would carry the cursor past the slots that follow.
+ * instead, the slot's own request finds it again behind the cursor.  In a
+ * plan with dynamic positions, only while their sizes have been telling
+ * (sizes_tell()): under other routing such a request is most often one
+ * more of a run of them (more tokens routed than recorded), and several
+ * would carry the cursor past the slots that follow (MoE imbalance 4:
+ * +306 MiB).
  */
 static void resized_at_cursor(struct matcher *m, uint64_t asize)
 {
 	int32_t e;
 
-	if (m->cursor >= m->plan->nr_positions || m->plan->nr_dyn)
+	if (m->cursor >= m->plan->nr_positions ||
+	    (m->plan->nr_dyn && !sizes_tell(m)))
 		return;
 	e = entry_at(m, m->cursor);
 	if (e >= 0 && asize > m->plan->ent[e].size)
@@ -624,8 +638,7 @@ static int64_t run_drift(struct matcher *m, int64_t pos, uint64_t size)
 	m->dyn_hist = m->dyn_hist << 1 | own;
 	if (m->dyn_seen < 64)
 		m->dyn_seen++;
-	if (m->dyn_seen < 64 ||
-	    __builtin_popcountll(m->dyn_hist) < MATCH_SIZES_TELL)
+	if (!sizes_tell(m))
 		return pos;
 	back = dyn_fits(m, pos - 1, size);
 	ahead = dyn_fits(m, pos + 1, size);

@@ -434,6 +434,63 @@ static void test_plan_grown_in_run(void **state)
 }
 
 /*
+ * Forty expert buffers whose sizes vary with the routing (iteration @k),
+ * each freed at once, then run_iter(0, @grow).
+ */
+static void experts_run_iter(int k, size_t grow, void **at)
+{
+	void *e;
+	int j;
+
+	for (j = 0; j < 40; j++) {
+		e = stalloc_malloc(
+			64 * 1024 + (size_t)((k * (j % 3 + 1) + j) % 4) * 4096,
+			0, NULL);
+		assert_non_null(e);
+		stalloc_free(e, 0, 0, NULL);
+	}
+	run_iter(0, grow, at);
+}
+
+static void experts_run_once(int k)
+{
+	void *at[8];
+
+	experts_run_iter(k, 0, at);
+}
+
+/*
+ * The same in a plan with dynamic positions, once their sizes have told
+ * them apart (sizes_tell()): the grown tensor's slot is stepped over, and
+ * every other tensor of the run keeps its own.
+ */
+static void test_plan_grown_with_dynamic(void **state)
+{
+	struct stalloc_plan_summary s;
+	struct stalloc_stats a, b;
+	void *mine[8], *got[8];
+	char plan[256];
+	int k, j;
+
+	(void)state;
+	plan_from("gd", experts_run_once, NULL, plan, sizeof(plan), &s);
+	assert_int_equal(s.dynamic_requests, 40);
+	for (k = 0; k < 3; k++) {
+		stalloc_mark("iteration");
+		experts_run_iter(k, 0, mine);
+	}
+	stalloc_stats(0, &a);
+	stalloc_mark("iteration");
+	experts_run_iter(k, 4096, got);
+	stalloc_stats(0, &b);
+	for (j = 0; j < 8; j++)
+		if (j != 1)
+			assert_ptr_equal(got[j], mine[j]);
+	assert_int_equal(b.plan_misses - a.plan_misses, 1);
+	unlink(plan);
+}
+
+/*
  * An iteration unlike the plan (an evaluation pass: every request misses)
  * keeps the plan: its misses borrow the idle slots' memory, and the next
  * training iteration is served from the plan again.
@@ -1147,6 +1204,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_drift_in_run),
 		MAPPER_TEST(test_plan_dyn_run_shorter),
 		MAPPER_TEST(test_plan_too_loose),
+		MAPPER_TEST(test_plan_grown_with_dynamic),
 	};
 	const char *group = mapper_init(argc, argv, "mapper-plan");
 
