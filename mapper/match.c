@@ -15,15 +15,16 @@
  * request of their size (range).  The cursor then moves past the match.
  * So an inserted request matches nothing and leaves the cursor where it
  * was, a missing one is skipped over, a resized one costs itself only:
- * never a cascade of misses (a grown one moves the cursor past its slot,
- * in plans without dynamic positions: resized_at_cursor()).  In a run of
- * dynamic positions the count of requests keeps the cursor in step; the
- * sizes re-align it after an insertion where they have been telling
- * (run_drift()), and confirm that the job left a run early
- * (dyn_run_exit()).  A slot over four times a request's size is not taken
- * loosely (too_loose()).  A dynamic request goes where the plan's free
- * space stays clear longest (reuse(), clear.c).  In the
- * prologue, persistent entries go by position, by exact size when late
+ * never a cascade of misses (a grown one moves the cursor past its slot:
+ * resized_at_cursor()).  In a run of dynamic positions the count of
+ * requests keeps the cursor in step; the sizes re-align it after an
+ * insertion where they have been telling (run_drift(), sizes_tell()), and
+ * confirm that the job left a run early (dyn_run_exit()).  A slot over
+ * four times a request's size is not taken loosely (too_loose()).  A
+ * dynamic request goes where the plan's free space stays clear longest
+ * (reuse(), clear.c).  A static request whose slot a block placed out of
+ * step holds takes a passed position's idle slot (borrow_passed()).  In
+ * the prologue, persistent entries go by position, by exact size when late
  * (pro_find()), past one whose request was left out, and, in the
  * warm-up's last iteration, by exact size when early (warm_early()).
  *
@@ -718,6 +719,41 @@ static bool too_loose(const struct matcher *m, int32_t e, uint64_t asize)
 }
 
 /*
+ * Static entry @e's slot is taken: a block placed out of step holds it (a
+ * request took the slot of a position not its own -- the one before was
+ * left out, or an inserted request made the cursor jump -- and lives past
+ * that slot's planned end).  A position the cursor passed whose slot is
+ * free now (its request was left out, or placed elsewhere) leaves the slot
+ * idle for the rest of its planned lifetime, in which the plan puts
+ * nothing else there.  So a static slot of @e's exact size among the last
+ * MATCH_BORROW_BEHIND positions, free, planned to live from before @e's
+ * start to after its end, takes @e's request.
+ */
+static bool borrow_passed(struct matcher *m, int32_t e, void *stream,
+			  uint64_t *addr, uint32_t *ent)
+{
+	const struct plan_entry *pe = &m->plan->ent[e];
+	uint32_t k = pe->pos,
+		 lo = k > MATCH_BORROW_BEHIND ? k - MATCH_BORROW_BEHIND : 0;
+
+	if (pe->cls != PLAN_STATIC)
+		return false;
+	while (k-- > lo) {
+		int32_t qe = entry_at(m, k);
+		const struct plan_entry *q;
+
+		if (qe < 0)
+			continue;
+		q = &m->plan->ent[qe];
+		if (q->cls == PLAN_STATIC && q->size == pe->size &&
+		    q->start <= pe->start && q->end >= pe->end &&
+		    serve(m, qe, stream, addr, ent))
+			return true;
+	}
+	return false;
+}
+
+/*
  * Match a request of @asize near the cursor and serve it there: true when
  * served.  Otherwise *@missed says the plan expected something else here
  * (no position takes it, or its slot is not free), not merely that a
@@ -738,7 +774,7 @@ static bool place_near_cursor(struct matcher *m, uint64_t asize, void *stream,
 		resized_at_cursor(m, asize);
 		return false;
 	}
-	if (pos > m->cursor && !m->plan->nr_dyn) {
+	if (pos > m->cursor && (!m->plan->nr_dyn || sizes_tell(m))) {
 		m->skip_lo = m->cursor;
 		m->skip_hi = (uint32_t)pos;
 	} else if (pos >= (int64_t)m->skip_hi + MATCH_AHEAD) {
@@ -762,7 +798,8 @@ static bool place_near_cursor(struct matcher *m, uint64_t asize, void *stream,
 		*missed = true;
 		return false;
 	}
-	*missed = !serve(m, e, stream, addr, ent);
+	*missed = !serve(m, e, stream, addr, ent) &&
+		  !borrow_passed(m, e, stream, addr, ent);
 	return !*missed;
 }
 

@@ -21,6 +21,9 @@
 /* ... and only if this many of the last 64 fitted their own position. */
 #define MATCH_SIZES_TELL 60
 
+/* How far back a request whose slot is taken may borrow a passed one's. */
+#define MATCH_BORROW_BEHIND 64
+
 /* Non-matches in the warm-up's last iteration before it is not matched. */
 #define MATCH_WARM_MISSES 32
 /* requests in a row that must match a dynamic run's exit to leave it */

@@ -435,9 +435,9 @@ static void test_plan_grown_in_run(void **state)
 
 /*
  * Forty expert buffers whose sizes vary with the routing (iteration @k),
- * each freed at once, then run_iter(0, @grow).
+ * each freed at once, then run_iter(@insert, @grow).
  */
-static void experts_run_iter(int k, size_t grow, void **at)
+static void experts_run_iter(int k, size_t insert, size_t grow, void **at)
 {
 	void *e;
 	int j;
@@ -449,14 +449,14 @@ static void experts_run_iter(int k, size_t grow, void **at)
 		assert_non_null(e);
 		stalloc_free(e, 0, 0, NULL);
 	}
-	run_iter(0, grow, at);
+	run_iter(insert, grow, at);
 }
 
 static void experts_run_once(int k)
 {
 	void *at[8];
 
-	experts_run_iter(k, 0, at);
+	experts_run_iter(k, 0, 0, at);
 }
 
 /*
@@ -477,16 +477,100 @@ static void test_plan_grown_with_dynamic(void **state)
 	assert_int_equal(s.dynamic_requests, 40);
 	for (k = 0; k < 3; k++) {
 		stalloc_mark("iteration");
-		experts_run_iter(k, 0, mine);
+		experts_run_iter(k, 0, 0, mine);
 	}
 	stalloc_stats(0, &a);
 	stalloc_mark("iteration");
-	experts_run_iter(k, 4096, got);
+	experts_run_iter(k, 0, 4096, got);
 	stalloc_stats(0, &b);
 	for (j = 0; j < 8; j++)
 		if (j != 1)
 			assert_ptr_equal(got[j], mine[j]);
 	assert_int_equal(b.plan_misses - a.plan_misses, 1);
+	unlink(plan);
+}
+
+/*
+ * A 1 MiB request inserted before a run of 2 MiB slots, in a plan with
+ * dynamic positions whose sizes have told them apart: it jumps the cursor
+ * to the 1 MiB run after, and the first 2 MiB tensor, of a slot the
+ * cursor skipped, takes its own slot back (as in a plan without dynamic
+ * positions: test_plan_inserted_in_run): every tensor in its slot.
+ */
+static void test_plan_inserted_with_dynamic(void **state)
+{
+	struct stalloc_plan_summary s;
+	void *mine[8], *got[8];
+	char plan[256];
+	int k, j;
+
+	(void)state;
+	plan_from("id", experts_run_once, NULL, plan, sizeof(plan), &s);
+	assert_int_equal(s.dynamic_requests, 40);
+	for (k = 0; k < 3; k++) {
+		stalloc_mark("iteration");
+		experts_run_iter(k, 0, 0, mine);
+	}
+	stalloc_mark("iteration");
+	experts_run_iter(k, MB, 0, got);
+	for (j = 0; j < 8; j++)
+		assert_ptr_equal(got[j], mine[j]);
+	unlink(plan);
+}
+
+/*
+ * A short-lived 256 KiB tensor, a long-lived one, a 4 KiB one, then a 256
+ * KiB tensor planned where the first was; @leave leaves the first out.
+ * Returns the last one's address.
+ */
+static void *borrow_iter(bool leave)
+{
+	void *s = leave ? NULL : stalloc_malloc(MB / 4, 0, NULL);
+	void *l = stalloc_malloc(MB / 4, 0, NULL);
+	void *t = stalloc_malloc(4096, 0, NULL);
+	void *u;
+
+	stalloc_free(s, 0, 0, NULL);
+	u = stalloc_malloc(MB / 4, 0, NULL);
+	assert_non_null(u);
+	stalloc_free(u, 0, 0, NULL);
+	stalloc_free(t, 0, 0, NULL);
+	stalloc_free(l, 0, 0, NULL);
+	return u;
+}
+
+static void borrow_once(int k)
+{
+	(void)k;
+	borrow_iter(false);
+}
+
+/*
+ * The first tensor left out: the long-lived one takes its slot (same
+ * size, at the cursor) and holds it past its planned end, where the last
+ * tensor is planned.  That one takes the long-lived tensor's own slot
+ * instead, idle for as long as the plan gave it (borrow_passed()): no
+ * miss.
+ */
+static void test_plan_borrow_passed(void **state)
+{
+	struct stalloc_plan_summary s;
+	struct stalloc_stats a, b;
+	char plan[256];
+	int k;
+
+	(void)state;
+	plan_from("bp", borrow_once, NULL, plan, sizeof(plan), &s);
+	for (k = 0; k < 3; k++) {
+		stalloc_mark("iteration");
+		borrow_iter(false);
+	}
+	stalloc_stats(0, &a);
+	stalloc_mark("iteration");
+	borrow_iter(true);
+	stalloc_stats(0, &b);
+	assert_int_equal(b.plan_misses, a.plan_misses);
+	assert_int_equal(b.plan_hits - a.plan_hits, 3);
 	unlink(plan);
 }
 
@@ -1205,6 +1289,8 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_dyn_run_shorter),
 		MAPPER_TEST(test_plan_too_loose),
 		MAPPER_TEST(test_plan_grown_with_dynamic),
+		MAPPER_TEST(test_plan_borrow_passed),
+		MAPPER_TEST(test_plan_inserted_with_dynamic),
 	};
 	const char *group = mapper_init(argc, argv, "mapper-plan");
 
