@@ -21,7 +21,9 @@
  * entries, no sort per range.  clear_for() answers for [off, off + size) in
  * O(log s) plus the segments it covers.
  *
- * Built by match_init(), read-only after: no locking.
+ * Built by match_init(), read-only after: no locking.  Without host memory
+ * for them the tables are left out and clear_for() answers 0 everywhere:
+ * reuse() then takes the first range with room, as before it had them.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -208,7 +210,7 @@ static int clear_alloc(struct clear_build *b, struct matcher *m)
 	return 0;
 }
 
-int clear_build(struct matcher *m)
+bool clear_build(struct matcher *m)
 {
 	const struct stalloc_plan *p = m->plan;
 	struct clear_build b = { 0 };
@@ -218,7 +220,7 @@ int clear_build(struct matcher *m)
 	m->clear = NULL;
 	m->clear_first = NULL;
 	if (!p->nr_ranges)
-		return 0;
+		return true;
 	err = clear_alloc(&b, m);
 	for (d = 0; !err && d < p->nr_dyn; d++) {
 		const struct plan_dyn *pd = &p->dyn[d];
@@ -244,19 +246,23 @@ int clear_build(struct matcher *m)
 		free(b.segs);
 		free(m->clear_first);
 		m->clear_first = NULL;
-		return err;
+		return false;
 	}
 	m->clear = b.segs;
-	return 0;
+	return true;
 }
 
 uint64_t clear_for(const struct matcher *m, uint32_t range, uint64_t off,
 		   uint64_t size)
 {
-	const struct clear_seg *s = m->clear + m->clear_first[range];
-	size_t lo = 0, hi = m->clear_first[range + 1] - m->clear_first[range];
+	const struct clear_seg *s;
+	size_t lo = 0, hi;
 	uint64_t best = UINT64_MAX;
 
+	if (!m->clear)
+		return 0; /* no tables (no host memory for them) */
+	s = m->clear + m->clear_first[range];
+	hi = m->clear_first[range + 1] - m->clear_first[range];
 	while (lo + 1 < hi) { /* the last segment starting at or before off */
 		size_t mid = (lo + hi) / 2;
 

@@ -130,10 +130,15 @@ int match_init(struct matcher *m, struct stalloc_plan *plan,
 	}
 	m->pool_bytes = match_pool_bytes(m);
 	m->use = calloc(m->pool_bytes / m->chunk + 1, sizeof(*m->use));
-	if (!m->use || !matcher_tables(m) || clear_build(m)) {
+	if (!m->use || !matcher_tables(m)) {
 		match_destroy(m);
 		return sa_error(-ENOMEM, "runtime: out of host memory");
 	}
+	if (!clear_build(m)) /* reuse() then takes the first range with room */
+		sa_log(STALLOC_LOG_WARN,
+		       "runtime: device %d: no host memory for the tables of "
+		       "the plan's free space; going on without them",
+		       vmm_device(vmm));
 	return 0;
 }
 

@@ -144,9 +144,10 @@ bool match_plan_pays(const struct stalloc_plan *plan);
 /*
  * How long after its position's window opens [@off, @off + @size) of free
  * range @range stays clear of planned slots (clear.c); clear_build()
- * makes the tables at match_init().
+ * makes the tables at match_init() (false: no host memory for them, and
+ * clear_for() answers 0).
  */
-int clear_build(struct matcher *m);
+bool clear_build(struct matcher *m);
 uint64_t clear_for(const struct matcher *m, uint32_t range, uint64_t off,
 		   uint64_t size);
 /* Take @plan (owned from now on); the pool starts at the space's base. */
