@@ -149,6 +149,17 @@ def moe_sweep(size):
                                                    "--top-k", "2",
                                                    "--imbalance", imb],
                         "seed": seed, "plan_seed": 1})
+    # plans from other recordings too: the rules of the matcher must not
+    # fit the seed-1 plan alone
+    for imb in ["2", "4"]:
+        for plan_seed, seed in [(3, 6), (7, 8)]:
+            out.append({"name": f"moe-s-e8-imb{imb}-plan{plan_seed}-"
+                                f"seed{seed}",
+                        "kind": "synth",
+                        "opts": synth_opts("s") + ["--experts", "8",
+                                                   "--top-k", "2",
+                                                   "--imbalance", imb],
+                        "seed": seed, "plan_seed": plan_seed})
     for imb in (["1", "4"] if size != "full" else ["0.5", "1", "2", "4"]):
         out.append({"name": f"moe-m-e8-imb{imb}-seed2", "kind": "synth",
                     "opts": synth_opts("m", tp=("2", True)) +
