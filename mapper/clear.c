@@ -51,7 +51,6 @@ struct clear_build {
 	struct clear_iv *iv; /* the current range's, by start */
 	struct clear_iv **heap; /* open ones, soonest first */
 	struct clear_iv **ends; /* open ones, by end */
-	size_t cap;
 	struct clear_seg *segs;
 	size_t nr_segs, cap_segs;
 	size_t first; /* the current range's first segment */
