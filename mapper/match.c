@@ -19,10 +19,12 @@
  * resized_at_cursor()).  In a run of dynamic positions the count of
  * requests keeps the cursor in step; the sizes re-align it after an
  * insertion where they have been telling (run_drift(), sizes_tell()), and
- * confirm that the job left a run early (dyn_run_exit()).  A slot over
- * four times a request's size is not taken loosely (too_loose()).  A
- * dynamic request goes where the plan's free space stays clear longest
- * (reuse(), clear.c).  A static request whose slot a block placed out of
+ * confirm that the job left a run early (dyn_run_exit()) or stayed in it
+ * past its end (run_longer()).  A slot over four times a request's size
+ * is not taken loosely (too_loose()).  A dynamic request goes where the
+ * plan's free space stays clear longest (reuse(), clear.c) -- one out of
+ * its position's sizes only where it stays clear as long as its
+ * neighbours live (reuse_need()).  A static request whose slot a block placed out of
  * step holds takes a passed position's idle slot (borrow_passed()).  In
  * the prologue, persistent entries go by position, by exact size when late
  * (pro_find()), past one whose request was left out, and, in the
@@ -300,10 +302,11 @@ static bool range_fit(const struct matcher *m, const struct plan_range *rg,
  * where a short-lived one was), and such a request, in space a slot needs
  * right after the window, made that slot's request miss, and every one
  * after it over the same space (MoE imbalance 4 from another seed: 17
- * misses behind one 40 KB buffer).
+ * misses behind one 40 KB buffer).  Only where it stays clear for at
+ * least @need after the window opens (0: anywhere it fits).
  */
 static bool reuse(struct matcher *m, const struct plan_dyn *d, uint64_t size,
-		  void *stream, uint64_t *addr)
+		  uint64_t need, void *stream, uint64_t *addr)
 {
 	uint64_t best = 0, best_clear = 0, at, c;
 	bool found = false;
@@ -313,6 +316,8 @@ static bool reuse(struct matcher *m, const struct plan_dyn *d, uint64_t size,
 		if (!range_fit(m, &m->plan->ranges[r], size, &at))
 			continue;
 		c = clear_for(m, r, at, size);
+		if (c < need)
+			continue;
 		if (!found || c > best_clear) {
 			found = true;
 			best = at;
@@ -664,47 +669,106 @@ static int64_t run_drift(struct matcher *m, int64_t pos, uint64_t size)
 	return pos;
 }
 
-/*
- * At dynamic position @m->cursor, a request of @asize that the position's
- * recorded sizes do not cover: is the job past the run?  The run's exit
- * (the first static position after it, at most MATCH_EXIT_RUN ahead)
- * matched exactly by MATCH_EXIT_CONFIRM requests in a row says so (fewer
- * experts got tokens than recorded): the last of them takes its slot and
- * the cursor follows.  Until then each is served at the cursor as before.
- * Without this the cursor stayed in the run, whose positions took the
- * requests after it, and its slots took the next ones: a long-lived
- * tensor in a slot planned short held it, and every slot planned over it
- * later missed (MoE imbalance 4 from another seed: 210 misses, 84 MiB
- * over off).  One exact match is not enough: an expert with every token
- * is the size of a hidden state, and one with a few that of a small fixed
- * tensor; nor is a run of sizes a layer repeats, hence the range check.
- */
-static int64_t dyn_run_exit(struct matcher *m, uint64_t asize)
+/* Does static position @k take @asize exactly, its slot free? */
+static bool exit_fits(const struct matcher *m, uint32_t k, uint64_t asize)
 {
-	uint32_t n = m->plan->nr_positions, x = m->exit_pos, k;
-	uint32_t seen = m->exit_seen;
+	return k < m->plan->nr_positions && !is_dyn(m, k) &&
+	       fits(m, k, asize, false) && slot_free(m, k);
+}
 
-	m->exit_pos = UINT32_MAX;
-	m->exit_seen = 0;
-	if (m->cursor >= n || !is_dyn(m, m->cursor) ||
-	    fits(m, m->cursor, asize, false))
-		return -1;
-	if (x < n && x + seen < n && !is_dyn(m, x + seen) &&
-	    fits(m, x + seen, asize, false) && slot_free(m, x + seen)) {
-		if (seen + 1 >= MATCH_EXIT_CONFIRM)
+/*
+ * The cursor is at a dynamic run's exit (the static position after it)
+ * and a request of @asize is not that position's size: the job's run is
+ * longer than the recorded one (more tokens routed, an expert recorded
+ * with none), and the request is one more of the run -- unless it and
+ * the next match MATCH_EXIT_LONGER static positions in a row just ahead
+ * (the exit's own request was left out).  Before this rule, any request
+ * of a size found among the next MATCH_AHEAD static positions took that
+ * slot: expert buffers of 8 KB or 2 MB are common, so an over-long run
+ * carried the cursor into the static block after it, and that block's
+ * own requests then missed, and pushed the cursor on into the next run
+ * (MoE imbalance 4 from another seed: 292 misses, 36 MiB over off).
+ * The position that takes the request.
+ */
+static int64_t run_longer(struct matcher *m, uint32_t x, uint32_t seen,
+			  uint64_t asize)
+{
+	uint32_t n = m->plan->nr_positions, k;
+
+	if (x < n && exit_fits(m, x + seen, asize)) {
+		if (seen + 1 >= MATCH_EXIT_LONGER)
 			return x + seen;
 		m->exit_pos = x;
 		m->exit_seen = seen + 1;
+		return m->cursor - 1;
+	}
+	for (k = m->cursor + 1; k <= m->cursor + MATCH_AHEAD && k < n; k++)
+		if (exit_fits(m, k, asize)) {
+			m->exit_pos = k;
+			m->exit_seen = 1;
+			break;
+		}
+	return m->cursor - 1;
+}
+
+/*
+ * At dynamic position @m->cursor, a request of @asize: is the job past
+ * the run?  Requests in a row matching the static positions after it
+ * exactly say so (fewer experts got tokens than recorded): the last of
+ * them takes its slot and the cursor follows.  Until then each is served
+ * at the cursor as before.  Without this the cursor stayed in the run,
+ * whose positions took the requests after it, and its slots took the
+ * next ones: a long-lived tensor in a slot planned short held it, and
+ * every slot planned over it later missed (MoE imbalance 4 from another
+ * seed: 210 misses, 84 MiB over off).
+ *
+ * One exact match is not enough: an expert with every token is the size
+ * of a hidden state, and one with a few that of a small fixed tensor.
+ * MATCH_EXIT_CONFIRM in a row do where one of them was out of the sizes
+ * the run's position was seen at; MATCH_EXIT_CONFIRM_FIT where each fitted
+ * (under skewed routing a position's recorded sizes span most sizes, and
+ * a run ended early went unnoticed until the cursor reached the exit).
+ * The match may begin at any of the MATCH_EXIT_SKIP positions after the
+ * run's first static one: a position at a run's edge that the recording
+ * saw at one size (an expert busy in every recorded iteration) is often
+ * not issued under other routing.  At the exit itself, run_longer().
+ */
+static int64_t dyn_run_exit(struct matcher *m, uint64_t asize)
+{
+	uint32_t n = m->plan->nr_positions, x = m->exit_pos, k, lim;
+	uint32_t seen = m->exit_seen;
+	bool strong = m->exit_strong, own;
+
+	m->exit_pos = UINT32_MAX;
+	m->exit_seen = 0;
+	m->exit_strong = false;
+	if (m->cursor < n && m->cursor > 0 && !is_dyn(m, m->cursor) &&
+	    is_dyn(m, m->cursor - 1) && !fits(m, m->cursor, asize, false))
+		return run_longer(m, x, seen, asize);
+	if (m->cursor >= n || !is_dyn(m, m->cursor))
+		return -1;
+	own = fits(m, m->cursor, asize, false);
+	if (x < n && exit_fits(m, x + seen, asize)) {
+		strong |= !own;
+		seen++;
+		if (seen >=
+		    (strong ? MATCH_EXIT_CONFIRM : MATCH_EXIT_CONFIRM_FIT))
+			return x + seen - 1;
+		m->exit_pos = x;
+		m->exit_seen = seen;
+		m->exit_strong = strong;
 		return -1;
 	}
 	for (k = m->cursor + 1;
 	     k < n && is_dyn(m, k) && k - m->cursor <= MATCH_EXIT_RUN; k++)
 		;
-	if (k < n && !is_dyn(m, k) && fits(m, k, asize, false) &&
-	    slot_free(m, k)) {
-		m->exit_pos = k;
-		m->exit_seen = 1;
-	}
+	for (lim = k + MATCH_EXIT_SKIP; k <= lim && k < n; k++)
+		if (exit_fits(m, k, asize)) {
+			m->exit_pos = k;
+			m->exit_seen = 1;
+			m->exit_strong = !own;
+			break;
+		}
 	return -1;
 }
 
@@ -759,6 +823,43 @@ static bool borrow_passed(struct matcher *m, int32_t e, void *stream,
 }
 
 /*
+ * How long the plan's free space must stay clear for a request of @asize
+ * at dynamic position @pos, from the position's window start: 0 where the
+ * request is within the sizes the position was seen at.  One out of them
+ * is, most likely, a neighbour's tensor (the run shifted by routing), and
+ * may live as long as the longest-lived of the positions within
+ * MATCH_REUSE_NEAR either side in its run (UINT64_MAX, no reuse, if one
+ * of them lives across the iteration's end).  Placed by its own window, a
+ * kept buffer at a temporary's position (an 8 MB expert output where a
+ * 250 KB one was recorded) held the space a slot planned after the
+ * window needed, and every slot planned over it after that (MoE
+ * imbalance 4 from another seed: 22 MiB over off, 274 misses).
+ */
+static uint64_t reuse_need(const struct matcher *m, uint32_t pos,
+			   uint64_t asize)
+{
+	const struct plan_dyn *d = &m->plan->dyn[m->dyn_of[pos]];
+	uint32_t n = m->plan->nr_positions, lo, hi, q;
+	uint64_t end = d->end;
+
+	if (fits(m, pos, asize, false))
+		return 0;
+	lo = pos > MATCH_REUSE_NEAR ? pos - MATCH_REUSE_NEAR : 0;
+	hi = pos + MATCH_REUSE_NEAR < n ? pos + MATCH_REUSE_NEAR : n - 1;
+	for (q = pos; q > lo && is_dyn(m, q - 1); q--)
+		;
+	for (; q <= hi && is_dyn(m, q); q++) {
+		const struct plan_dyn *dq = &m->plan->dyn[m->dyn_of[q]];
+
+		if (dq->wraps || d->wraps)
+			return UINT64_MAX;
+		if (dq->end > end)
+			end = dq->end;
+	}
+	return end - d->start;
+}
+
+/*
  * Match a request of @asize near the cursor and serve it there: true when
  * served.  Otherwise *@missed says the plan expected something else here
  * (no position takes it, or its slot is not free), not merely that a
@@ -791,8 +892,8 @@ static bool place_near_cursor(struct matcher *m, uint64_t asize, void *stream,
 	e = entry_at(m, (uint32_t)pos);
 	if (e < 0) {
 		/* a dynamic position: the plan's free space first */
-		if (!reuse(m, &m->plan->dyn[m->dyn_of[pos]], asize, stream,
-			   addr))
+		if (!reuse(m, &m->plan->dyn[m->dyn_of[pos]], asize,
+			   reuse_need(m, (uint32_t)pos, asize), stream, addr))
 			return false;
 		*ent = MATCH_REUSED;
 		return true;

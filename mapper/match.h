@@ -28,6 +28,14 @@
 #define MATCH_WARM_MISSES 32
 /* requests in a row that must match a dynamic run's exit to leave it */
 #define MATCH_EXIT_CONFIRM 4
+/* ... when every one of them also fitted the run's sizes */
+#define MATCH_EXIT_CONFIRM_FIT 6
+/* static positions past a run's end where that match may begin */
+#define MATCH_EXIT_SKIP 4
+/* requests in a row matching past a run's exit to leave an over-long run */
+#define MATCH_EXIT_LONGER 2
+/* positions either side whose windows bound an out-of-range request's */
+#define MATCH_REUSE_NEAR 2
 /* how far past the cursor a dynamic run's exit may be for that */
 #define MATCH_EXIT_RUN 32
 
@@ -111,6 +119,7 @@ struct matcher {
 	uint32_t *clear_first; /* per free range, then the total */
 	uint32_t exit_pos; /* a dynamic run's exit the job may be at */
 	uint32_t exit_seen; /* requests in a row that matched from there */
+	bool exit_strong; /* one of them was out of its position's sizes */
 	uint32_t pro_pos;
 	uint32_t pro_loose;
 	uint32_t votes_back;

@@ -1262,6 +1262,213 @@ static void test_plan_too_loose(void **state)
 	unlink(plan);
 }
 
+/*
+ * An expert loop of @experts requests (sizes of 1 to 1.375 MiB, each freed
+ * at once), then six tensors, the third of an expert's size; their
+ * addresses go to @t.
+ */
+static void long_iter(int k, int experts, void **t)
+{
+	static const size_t tsz[6] = { 10, 12, 9, 14, 11, 13 }; /* MiB / 8 */
+	int j;
+
+	for (j = 0; j < experts; j++) {
+		void *e = stalloc_malloc(
+			MB + (size_t)((k * (j % 3 + 1) + j) % 4) * (MB / 8), 0,
+			NULL);
+
+		assert_non_null(e);
+		stalloc_free(e, 0, 0, NULL);
+	}
+	for (j = 0; j < 6; j++) {
+		t[j] = stalloc_malloc(tsz[j] * (MB / 8), 0, NULL);
+		assert_non_null(t[j]);
+	}
+	for (j = 0; j < 6; j++)
+		stalloc_free(t[j], 0, 0, NULL);
+}
+
+static void long_once(int k)
+{
+	void *t[6];
+
+	long_iter(k, 12, t);
+}
+
+/*
+ * An expert loop two requests longer than recorded (more tokens routed),
+ * the extra ones of the size of the third tensor after it: they must not
+ * take that tensor's slot and carry the cursor into the block; every
+ * tensor keeps its slot (run_longer()).
+ */
+static void test_plan_dyn_run_longer_exit(void **state)
+{
+	struct stalloc_plan_summary s;
+	struct stalloc_stats a, b;
+	void *t[6], *u[6];
+	char plan[256];
+	int k, j;
+
+	(void)state;
+	plan_from("rl", long_once, NULL, plan, sizeof(plan), &s);
+	assert_int_equal(s.dynamic_requests, 12);
+	for (k = 0; k < 3; k++) {
+		stalloc_mark("iteration");
+		long_iter(k, 12, t);
+	}
+	stalloc_mark("iteration");
+	stalloc_stats(0, &a);
+	long_iter(1, 14, u);
+	stalloc_stats(0, &b);
+	for (j = 0; j < 6; j++)
+		assert_ptr_equal(u[j], t[j]);
+	assert_int_equal(b.plan_misses, a.plan_misses);
+	unlink(plan);
+}
+
+static void *reach_s;
+
+/*
+ * A 4 MiB tensor, six expert outputs kept to the end each followed by a
+ * temporary freed at once (both of varying sizes: dynamic positions),
+ * then an 8 MiB tensor.  @big: the third temporary is a 2 MiB buffer kept
+ * to the end instead.
+ */
+static void reach_iter(int k, bool big)
+{
+	void *a = stalloc_malloc(4 * MB, 0, NULL), *kept[6], *keep = NULL;
+	int j;
+
+	assert_non_null(a);
+	for (j = 0; j < 6; j++) {
+		void *tmp;
+
+		kept[j] = stalloc_malloc(
+			MB / 4 + (size_t)((k + j) % 3) * (MB / 32), 0, NULL);
+		assert_non_null(kept[j]);
+		if (big && j == 2) {
+			keep = stalloc_malloc(2 * MB, 0, NULL);
+			assert_non_null(keep);
+			continue;
+		}
+		tmp = stalloc_malloc(
+			MB / 16 + (size_t)((k * j) % 3) * (MB / 128), 0, NULL);
+		assert_non_null(tmp);
+		stalloc_free(tmp, 0, 0, NULL);
+	}
+	reach_s = stalloc_malloc(8 * MB, 0, NULL);
+	assert_non_null(reach_s);
+	stalloc_free(reach_s, 0, 0, NULL);
+	for (j = 0; j < 6; j++)
+		stalloc_free(kept[j], 0, 0, NULL);
+	if (keep)
+		stalloc_free(keep, 0, 0, NULL);
+	stalloc_free(a, 0, 0, NULL);
+}
+
+static void reach_once(int k)
+{
+	reach_iter(k, false);
+}
+
+/*
+ * A request far out of the sizes its dynamic position was seen at (a kept
+ * buffer where a temporary was) is not placed by that position's short
+ * window: it would sit in the space the 8 MiB tensor's slot needs after
+ * the run, and that tensor would miss (reuse_need()).
+ */
+static void test_plan_reuse_out_of_range(void **state)
+{
+	struct stalloc_plan_summary s;
+	struct stalloc_stats a, b;
+	char plan[256];
+	void *slot;
+	int k;
+
+	(void)state;
+	plan_from("ro", reach_once, NULL, plan, sizeof(plan), &s);
+	assert_true(s.dynamic_requests >= 12);
+	for (k = 0; k < 3; k++) {
+		stalloc_mark("iteration");
+		reach_iter(k, false);
+	}
+	slot = reach_s;
+	stalloc_mark("iteration");
+	stalloc_stats(0, &a);
+	reach_iter(1, true);
+	stalloc_stats(0, &b);
+	assert_ptr_equal(reach_s, slot);
+	assert_int_equal(b.plan_misses, a.plan_misses);
+	unlink(plan);
+}
+
+/*
+ * A 12 MiB buffer live during an expert loop of @experts requests, then
+ * a 3 MiB tensor (@edge: issued) and eight tensors of expert sizes in its
+ * place; their addresses go to @t.
+ */
+static void fit_iter(int k, int experts, bool edge, void **t)
+{
+	static const size_t tsz[8] = { 9, 10, 8, 11, 9, 10, 8, 11 }; /* /8 */
+	void *x, *b = stalloc_malloc(12 * MB, 0, NULL);
+	int j;
+
+	assert_non_null(b);
+	for (j = 0; j < experts; j++) {
+		void *e = stalloc_malloc(
+			MB + (size_t)((k * (j % 3 + 1) + j) % 4) * (MB / 8), 0,
+			NULL);
+
+		assert_non_null(e);
+		stalloc_free(e, 0, 0, NULL);
+	}
+	stalloc_free(b, 0, 0, NULL);
+	x = edge ? stalloc_malloc(3 * MB, 0, NULL) : NULL;
+	for (j = 0; j < 8; j++) {
+		t[j] = stalloc_malloc(tsz[j] * (MB / 8), 0, NULL);
+		assert_non_null(t[j]);
+	}
+	for (j = 0; j < 8; j++)
+		stalloc_free(t[j], 0, 0, NULL);
+	if (x)
+		stalloc_free(x, 0, 0, NULL);
+}
+
+static void fit_once(int k)
+{
+	void *t[8];
+
+	fit_iter(k, 12, true, t);
+}
+
+/*
+ * An expert loop eight requests shorter than recorded, the tensor at the
+ * run's edge left out, and the tensors after it all of sizes the run's
+ * positions were seen at: six in a row matching the static positions
+ * after the edge take the job out of the run, and the sixth and later
+ * tensors get their slots (dyn_run_exit()).
+ */
+static void test_plan_dyn_run_shorter_fit(void **state)
+{
+	struct stalloc_plan_summary s;
+	void *t[8], *u[8];
+	char plan[256];
+	int k, j;
+
+	(void)state;
+	plan_from("rf", fit_once, NULL, plan, sizeof(plan), &s);
+	assert_int_equal(s.dynamic_requests, 12);
+	for (k = 0; k < 3; k++) {
+		stalloc_mark("iteration");
+		fit_iter(k, 12, true, t);
+	}
+	stalloc_mark("iteration");
+	fit_iter(1, 4, false, u);
+	for (j = 5; j < 8; j++) /* from the sixth on */
+		assert_ptr_equal(u[j], t[j]);
+	unlink(plan);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -1288,6 +1495,9 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_drift_in_run),
 		MAPPER_TEST(test_plan_dyn_run_shorter),
 		MAPPER_TEST(test_plan_too_loose),
+		MAPPER_TEST(test_plan_dyn_run_longer_exit),
+		MAPPER_TEST(test_plan_dyn_run_shorter_fit),
+		MAPPER_TEST(test_plan_reuse_out_of_range),
 		MAPPER_TEST(test_plan_grown_with_dynamic),
 		MAPPER_TEST(test_plan_borrow_passed),
 		MAPPER_TEST(test_plan_inserted_with_dynamic),
