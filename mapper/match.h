@@ -26,6 +26,8 @@
 
 /* Non-matches in the warm-up's last iteration before it is not matched. */
 #define MATCH_WARM_MISSES 32
+/* How late a persistent entry may come there (plans with dynamic runs). */
+#define MATCH_WARM_LATE 64
 /* requests in a row that must match a dynamic run's exit to leave it */
 #define MATCH_EXIT_CONFIRM 4
 /* ... when every one of them also fitted the run's sizes */
