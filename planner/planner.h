@@ -177,9 +177,12 @@ void plan_seen_free(struct plan_seen *seen);
  * Classify the trace and fill @p's entries (offsets not yet set) and
  * dynamic positions; @seen gets the dynamic requests of each iteration;
  * @ev_class, if not NULL, one enum plan_class (or 0) per trace event.
+ * @warp: lifetimes on the reference iteration's clock (exact for the
+ * alignment, no slack) instead of in SEQ units from each iteration's
+ * start (envelopes that also cover the shifts of variable runs).
  */
 int plan_classify(const struct trace *t, const struct plan_iters *it,
-		  uint64_t align, struct stalloc_plan *p,
+		  uint64_t align, bool warp, struct stalloc_plan *p,
 		  struct plan_seen *seen, uint8_t *ev_class);
 /*
  * With the entries placed: the free ranges of each dynamic position, and

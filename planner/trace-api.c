@@ -59,7 +59,7 @@ int stalloc_trace_load(const char *path, struct stalloc_trace **out)
 		err = sa_error(-ENOMEM, "trace: out of memory");
 		goto err_iters;
 	}
-	err = plan_classify(&st->t, &st->it, 1, &p, &seen, st->cls);
+	err = plan_classify(&st->t, &st->it, 1, false, &p, &seen, st->cls);
 	plan_seen_free(&seen);
 	plan_release(&p);
 	if (err)
