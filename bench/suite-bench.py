@@ -160,6 +160,23 @@ def moe_sweep(size):
                                                    "--top-k", "2",
                                                    "--imbalance", imb],
                         "seed": seed, "plan_seed": plan_seed})
+    # other structures around the expert runs, each planned from one seed
+    # and run with another: the rules were worked out on the rows above
+    s = synth_opts("s")
+    moe4 = ["--top-k", "2", "--imbalance", "4"]
+    for name, opts, plan_seed, seed in [
+            ("moe-s-e8-imb4-selective", s + ["--experts", "8",
+                                             "--recompute", "selective"]
+             + moe4, 9, 3),
+            ("moe-s-e8-imb4-pp2", synth_opts("s", stages="2") +
+             ["--experts", "8"] + moe4, 1, 12),
+            ("moe-s-e16-imb4", s + ["--experts", "16"] + moe4, 2, 9),
+            ("moe-s-e8-top1-imb4", s + ["--experts", "8", "--top-k", "1",
+                                        "--imbalance", "4"], 3, 10),
+            ("moe-s-e8-imb4-il2", synth_opts("s", "interleaved") +
+             ["--experts", "8"] + moe4, 2, 7)]:
+        out.append({"name": name, "kind": "synth", "opts": opts,
+                    "seed": seed, "plan_seed": plan_seed})
     for imb in (["1", "4"] if size != "full" else ["0.5", "1", "2", "4"]):
         out.append({"name": f"moe-m-e8-imb{imb}-seed2", "kind": "synth",
                     "opts": synth_opts("m", tp=("2", True)) +
