@@ -1152,6 +1152,24 @@ static void test_plan_drift_in_run(void **state)
 }
 
 /*
+ * An expert loop of @experts requests of 1 to 1.375 MiB, each freed at
+ * once, their sizes varying with the iteration @k.
+ */
+static void expert_loop(int k, int experts)
+{
+	int j;
+
+	for (j = 0; j < experts; j++) {
+		void *e = stalloc_malloc(
+			MB + (size_t)((k * (j % 3 + 1) + j) % 4) * (MB / 8), 0,
+			NULL);
+
+		assert_non_null(e);
+		stalloc_free(e, 0, 0, NULL);
+	}
+}
+
+/*
  * An expert loop of @experts buffers (about 1 MiB, sizes varying with the
  * routing, iteration @k), each freed at once, while a 40 MiB tensor lives;
  * then six tensors of 5 to 7.5 MiB live together in its place; their
@@ -1160,16 +1178,10 @@ static void test_plan_drift_in_run(void **state)
 static void exit_iter(int k, int experts, void **t)
 {
 	static const size_t tsz[6] = { 10, 12, 14, 11, 13, 15 }; /* MiB / 2 */
-	void *e, *x = stalloc_malloc(40 * MB, 0, NULL);
+	void *x = stalloc_malloc(40 * MB, 0, NULL);
 	int j;
 
-	for (j = 0; j < experts; j++) {
-		e = stalloc_malloc(MB + (size_t)((k * (j % 3 + 1) + j) % 4) *
-						   (MB / 8),
-				   0, NULL);
-		assert_non_null(e);
-		stalloc_free(e, 0, 0, NULL);
-	}
+	expert_loop(k, experts);
 	stalloc_free(x, 0, 0, NULL);
 	for (j = 0; j < 6; j++) {
 		t[j] = stalloc_malloc(tsz[j] * (MB / 2), 0, NULL);
@@ -1272,14 +1284,7 @@ static void long_iter(int k, int experts, void **t)
 	static const size_t tsz[6] = { 10, 12, 9, 14, 11, 13 }; /* MiB / 8 */
 	int j;
 
-	for (j = 0; j < experts; j++) {
-		void *e = stalloc_malloc(
-			MB + (size_t)((k * (j % 3 + 1) + j) % 4) * (MB / 8), 0,
-			NULL);
-
-		assert_non_null(e);
-		stalloc_free(e, 0, 0, NULL);
-	}
+	expert_loop(k, experts);
 	for (j = 0; j < 6; j++) {
 		t[j] = stalloc_malloc(tsz[j] * (MB / 8), 0, NULL);
 		assert_non_null(t[j]);
@@ -1414,14 +1419,7 @@ static void fit_iter(int k, int experts, bool edge, void **t)
 	int j;
 
 	assert_non_null(b);
-	for (j = 0; j < experts; j++) {
-		void *e = stalloc_malloc(
-			MB + (size_t)((k * (j % 3 + 1) + j) % 4) * (MB / 8), 0,
-			NULL);
-
-		assert_non_null(e);
-		stalloc_free(e, 0, 0, NULL);
-	}
+	expert_loop(k, experts);
 	stalloc_free(b, 0, 0, NULL);
 	x = edge ? stalloc_malloc(3 * MB, 0, NULL) : NULL;
 	for (j = 0; j < 8; j++) {
