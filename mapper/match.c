@@ -1126,6 +1126,7 @@ static bool next_iteration(struct matcher *m)
 	m->loose = UINT32_MAX;
 	m->exit_pos = UINT32_MAX;
 	m->exit_seen = 0;
+	m->exit_strong = false;
 	m->skip_lo = m->skip_hi = 0;
 	m->votes_back = m->votes_ahead = 0;
 	m->warm_misses = 0;
