@@ -177,6 +177,24 @@ def moe_sweep(size):
              ["--experts", "8"] + moe4, 2, 7)]:
         out.append({"name": name, "kind": "synth", "opts": opts,
                     "seed": seed, "plan_seed": plan_seed})
+    if size == "full":
+        # more seeds and skews than the rules were worked out on
+        for imb in ["3", "4", "6"]:
+            for plan_seed in [5, 11]:
+                out.append({"name": f"moe-s-e8-imb{imb}-plan{plan_seed}-"
+                                    f"seed{plan_seed + 4}",
+                            "kind": "synth",
+                            "opts": s + ["--experts", "8", "--top-k", "2",
+                                         "--imbalance", imb],
+                            "seed": plan_seed + 4, "plan_seed": plan_seed})
+        out.append({"name": "moe-s-e16-imb2", "kind": "synth",
+                    "opts": s + ["--experts", "16", "--top-k", "2",
+                                 "--imbalance", "2"],
+                    "seed": 5, "plan_seed": 4})
+        out.append({"name": "moe-s-e8-top4-imb3", "kind": "synth",
+                    "opts": s + ["--experts", "8", "--top-k", "4",
+                                 "--imbalance", "3"],
+                    "seed": 2, "plan_seed": 6})
     for imb in (["1", "4"] if size != "full" else ["0.5", "1", "2", "4"]):
         out.append({"name": f"moe-m-e8-imb{imb}-seed2", "kind": "synth",
                     "opts": synth_opts("m", tp=("2", True)) +
