@@ -884,17 +884,44 @@ static int find_islands(struct cls_ctx *c)
 	return 0;
 }
 
-int plan_classify(const struct trace *t, const struct plan_iters *it,
-		  uint64_t align, bool warp, struct stalloc_plan *p,
-		  struct plan_seen *seen, uint8_t *ev_class)
+/* The classes, lifetimes and seen requests of @c's positions into @o. */
+static int classify_into(struct cls_ctx *c, const struct plan_cls_out *o)
 {
-	struct cls_ctx c = {
-		.t = t, .it = it, .align = align, .use_warp = warp
-	};
-	size_t s;
+	struct stalloc_plan *p = o->p;
 	uint32_t pos;
 	int err;
 
+	memset(o->seen, 0, sizeof(*o->seen));
+	err = classify_persistent(c, p);
+	for (pos = 0; !err && pos < c->nr_allocs[c->ref]; pos++)
+		err = classify_pos(c, pos, p);
+	if (!err)
+		err = fill_seen(c, o->seen);
+	if (!err && o->ev_class)
+		fill_classes(c, p, o->ev_class);
+	if (err) {
+		plan_seen_free(o->seen);
+		return err;
+	}
+	p->align = c->align;
+	p->horizon = c->horizon;
+	p->nr_positions = (uint32_t)c->nr_allocs[c->ref];
+	p->warmup = (uint32_t)c->first_steady;
+	p->sum.steady_iterations = c->nr_steady;
+	return 0;
+}
+
+int plan_classify(const struct trace *t, const struct plan_iters *it,
+		  uint64_t align, const struct plan_cls_out *out,
+		  const struct plan_cls_out *warped)
+{
+	struct cls_ctx c = { .t = t, .it = it, .align = align };
+	size_t s;
+	int err;
+
+	memset(out->seen, 0, sizeof(*out->seen));
+	if (warped)
+		memset(warped->seen, 0, sizeof(*warped->seen));
 	if (!it->nr)
 		return sa_error(-EINVAL, "planner: %s: no iteration", t->name);
 	pick_steady(&c);
@@ -903,34 +930,24 @@ int plan_classify(const struct trace *t, const struct plan_iters *it,
 
 		c.horizon = l > c.horizon ? l : c.horizon;
 	}
-	memset(seen, 0, sizeof(*seen));
 	err = collect_allocs(&c);
 	if (!err)
 		err = pick_ref(&c);
 	if (!err)
 		err = align_all(&c);
-	if (!err && warp)
-		err = warp_iters(&c);
 	if (!err)
 		err = find_islands(&c);
 	if (!err) {
 		c.posdyn = malloc((c.nr_allocs[c.ref] + 1) * sizeof(*c.posdyn));
-		err = c.posdyn ? classify_persistent(&c, p) : -ENOMEM;
+		err = c.posdyn ? classify_into(&c, out) : -ENOMEM;
 	}
-	for (pos = 0; !err && pos < c.nr_allocs[c.ref]; pos++)
-		err = classify_pos(&c, pos, p);
-	if (!err)
-		err = fill_seen(&c, seen);
-	if (!err && ev_class)
-		fill_classes(&c, p, ev_class);
-	if (err)
-		plan_seen_free(seen);
-	if (!err) {
-		p->align = align;
-		p->horizon = c.horizon;
-		p->nr_positions = (uint32_t)c.nr_allocs[c.ref];
-		p->warmup = (uint32_t)c.first_steady;
-		p->sum.steady_iterations = c.nr_steady;
+	if (!err && warped) {
+		err = warp_iters(&c);
+		c.use_warp = true;
+		if (!err)
+			err = classify_into(&c, warped);
+		if (err)
+			plan_seen_free(out->seen);
 	}
 	ctx_free(&c);
 	if (err == -ENOMEM)

@@ -193,34 +193,31 @@ static int classify_best(const struct trace *t, const struct plan_iters *it,
 {
 	struct stalloc_plan w = { 0 };
 	struct plan_seen ws = { 0 };
+	struct plan_cls_out out = { p, seen, cls }, wout = { &w, &ws, NULL };
 	uint64_t lc, lw;
-	uint8_t *wc;
 	int err;
 
-	err = plan_classify(t, it, align, false, p, seen, cls);
-	if (err || !p->nr_dyn)
-		return err; /* no variable runs: the two clocks agree */
-	err = plan_load(p, &lc);
-	if (err)
-		return err;
-	wc = malloc(t->nr + 1);
-	if (!wc)
+	wout.ev_class = malloc(t->nr + 1);
+	if (!wout.ev_class)
 		return sa_error(-ENOMEM, "planner: out of memory");
-	err = plan_classify(t, it, align, true, &w, &ws, wc);
-	if (!err)
-		err = plan_load(&w, &lw);
-	if (!err && lw + lc / PLAN_WARP_GAIN < lc) {
+	err = plan_classify(t, it, align, &out, &wout);
+	if (err)
+		goto out_free;
+	/* no variable runs: the two clocks agree */
+	if (p->nr_dyn && !plan_load(p, &lc) && !plan_load(&w, &lw) &&
+	    lw + lc / PLAN_WARP_GAIN < lc) {
 		plan_release(p);
 		*p = w;
 		memset(&w, 0, sizeof(w));
 		plan_seen_free(seen);
 		*seen = ws;
 		memset(&ws, 0, sizeof(ws));
-		memcpy(cls, wc, t->nr + 1);
+		memcpy(cls, wout.ev_class, t->nr + 1);
 	}
 	plan_release(&w);
 	plan_seen_free(&ws);
-	free(wc);
+out_free:
+	free(wout.ev_class);
 	return err;
 }
 

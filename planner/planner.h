@@ -174,16 +174,26 @@ void plan_release(struct stalloc_plan *p);
 void plan_seen_free(struct plan_seen *seen);
 
 /*
- * Classify the trace and fill @p's entries (offsets not yet set) and
- * dynamic positions; @seen gets the dynamic requests of each iteration;
+ * What a classification fills: @p's entries (offsets not yet set) and
+ * dynamic positions; @seen, the dynamic requests of each iteration;
  * @ev_class, if not NULL, one enum plan_class (or 0) per trace event.
- * @warp: lifetimes on the reference iteration's clock (exact for the
- * alignment, no slack) instead of in SEQ units from each iteration's
- * start (envelopes that also cover the shifts of variable runs).
+ */
+struct plan_cls_out {
+	struct stalloc_plan *p;
+	struct plan_seen *seen;
+	uint8_t *ev_class;
+};
+
+/*
+ * Classify the trace into @out, lifetimes in SEQ units from each
+ * iteration's start (envelopes that also cover the shifts of variable
+ * runs); and, if @warped is not NULL, once more into it with lifetimes on
+ * the reference iteration's clock (exact for the alignment, no slack).
+ * The alignment is made once.
  */
 int plan_classify(const struct trace *t, const struct plan_iters *it,
-		  uint64_t align, bool warp, struct stalloc_plan *p,
-		  struct plan_seen *seen, uint8_t *ev_class);
+		  uint64_t align, const struct plan_cls_out *out,
+		  const struct plan_cls_out *warped);
 /*
  * With the entries placed: the free ranges of each dynamic position, and
  * how many of the dynamic bytes fit there (p->sum).

@@ -41,6 +41,7 @@ int stalloc_trace_load(const char *path, struct stalloc_trace **out)
 {
 	struct stalloc_plan p = { 0 };
 	struct plan_seen seen = { 0 };
+	struct plan_cls_out cout = { &p, &seen, NULL };
 	struct stalloc_trace *st;
 	int err;
 
@@ -59,7 +60,8 @@ int stalloc_trace_load(const char *path, struct stalloc_trace **out)
 		err = sa_error(-ENOMEM, "trace: out of memory");
 		goto err_iters;
 	}
-	err = plan_classify(&st->t, &st->it, 1, false, &p, &seen, st->cls);
+	cout.ev_class = st->cls;
+	err = plan_classify(&st->t, &st->it, 1, &cout, NULL);
 	plan_seen_free(&seen);
 	plan_release(&p);
 	if (err)
