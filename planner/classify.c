@@ -390,20 +390,20 @@ static int push_dyn(struct stalloc_plan *p, const struct plan_dyn *d)
 }
 
 /*
- * Each steady iteration's events on the reference iteration's clock: an
- * allocation matched to a reference position at that position's time, any
- * other event just before the next matched allocation (the iteration's
- * end after the last).  The alignment keeps the order of matched
- * allocations, so an event comes before or after each matched allocation
- * on this clock as it did in its own iteration: lifetimes measured so
- * overlap exactly where they did.  Measured in SEQ units from each
- * iteration's start instead, every position after a run of routed
- * requests moved with the run's length from iteration to iteration, and
- * the envelope of its lifetimes over them grew by the spread (MoE with
- * selective recompute: 611 MiB of the pool's 3.9 GB).
+ * Steady iteration @s's events on the reference iteration's clock, into
+ * @w (@nx: scratch, one per event): an allocation matched to a reference
+ * position at that position's time; any other event as long after the
+ * last matched allocation as it was in its own iteration, but before the
+ * next one (the reference's end after the last), so the reference itself
+ * reads as before.  The alignment keeps the order of matched allocations,
+ * so an event comes before or after each of them on this clock as it did
+ * in its own iteration: lifetimes measured so overlap exactly where they
+ * did.  Measured in SEQ units from each iteration's start instead, every
+ * position after a run of routed requests moved with the run's length
+ * from iteration to iteration, and the envelope of its lifetimes over
+ * them grew by the spread (MoE with selective recompute: 611 MiB of the
+ * pool's 3.9 GB).
  */
-/* Steady iteration @s's events on the reference's clock into @w (@nx:
- * scratch, one per event). */
 static void warp_one(const struct cls_ctx *c, size_t s, uint64_t *w,
 		     uint64_t *nx)
 {
@@ -941,7 +941,8 @@ int plan_classify(const struct trace *t, const struct plan_iters *it,
 		c.posdyn = malloc((c.nr_allocs[c.ref] + 1) * sizeof(*c.posdyn));
 		err = c.posdyn ? classify_into(&c, out) : -ENOMEM;
 	}
-	if (!err && warped) {
+	/* no dynamic position, no variable run: the two clocks agree */
+	if (!err && warped && out->p->nr_dyn) {
 		err = warp_iters(&c);
 		c.use_warp = true;
 		if (!err)

@@ -203,7 +203,7 @@ static int classify_best(const struct trace *t, const struct plan_iters *it,
 	err = plan_classify(t, it, align, &out, &wout);
 	if (err)
 		goto out_free;
-	/* no variable runs: the two clocks agree */
+	/* @w stays empty without dynamic positions (plan_classify()) */
 	if (p->nr_dyn && !plan_load(p, &lc) && !plan_load(&w, &lw) &&
 	    lw + lc / PLAN_WARP_GAIN < lc) {
 		plan_release(p);

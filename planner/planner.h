@@ -187,9 +187,10 @@ struct plan_cls_out {
 /*
  * Classify the trace into @out, lifetimes in SEQ units from each
  * iteration's start (envelopes that also cover the shifts of variable
- * runs); and, if @warped is not NULL, once more into it with lifetimes on
- * the reference iteration's clock (exact for the alignment, no slack).
- * The alignment is made once.
+ * runs); and, if @warped is not NULL and @out has dynamic positions,
+ * once more into it with lifetimes on the reference iteration's clock
+ * (exact for the alignment, no slack; without variable runs the clocks
+ * agree and @warped is left empty).  The alignment is made once.
  */
 int plan_classify(const struct trace *t, const struct plan_iters *it,
 		  uint64_t align, const struct plan_cls_out *out,
