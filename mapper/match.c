@@ -24,11 +24,14 @@
  * is not taken loosely (too_loose()).  A dynamic request goes where the
  * plan's free space stays clear longest (reuse(), clear.c) -- one out of
  * its position's sizes only where it stays clear as long as its
- * neighbours live (reuse_need()).  A static request whose slot a block placed out of
- * step holds takes a passed position's idle slot (borrow_passed()).  In
- * the prologue, persistent entries go by position, by exact size when late
- * (pro_find()), past one whose request was left out, and, in the
- * warm-up's last iteration, by exact size when early (warm_early()).
+ * neighbours live (reuse_need()).  A static request whose slot a block
+ * placed out of step holds takes a passed position's idle slot
+ * (borrow_passed()).  In the prologue, persistent entries go by position,
+ * by exact size when late (pro_find()), past one whose request was left
+ * out, and, in the warm-up's last iteration, by exact size when early
+ * (warm_early()) -- and in plans with dynamic positions by size alone
+ * there (warm_by_size()), where the warm-up's tail starts no iteration
+ * before the cursor is near the end (warm_wrapped()).
  *
  * Before a slot is handed out, the planned blocks live now (kept sorted by
  * offset) are searched for one overlapping it, in O(log n); if one does --
