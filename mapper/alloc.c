@@ -220,7 +220,7 @@ static void *dyn_done(struct mdev *d, struct mblock *b, size_t size,
 
 static void bad_free(struct mdev *d, const void *ptr, const char *why)
 {
-	__atomic_add_fetch(&d->st.bad_frees, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&d->bad_frees, 1, __ATOMIC_RELAXED);
 	sa_log(STALLOC_LOG_ERROR,
 	       "runtime: device %d: free of %p: %s; left "
 	       "alone",

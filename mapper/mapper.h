@@ -253,7 +253,8 @@ enum mdev_mode { MDEV_OFF, MDEV_TRACE, MDEV_PLAN, MDEV_AUTO };
  * @auto_markerless: @auto_plan came from a try without markers
  * @plan_path: where the plan in use came from (introspection)
  * @next_id: the last trace ID handed out
- * @st: statistics (@st.bad_frees is atomic, the rest under @lock)
+ * @st: statistics, under @lock (@st.bad_frees stays zero)
+ * @bad_frees: frees of unknown or mismatched pointers (atomic, no lock)
  * @fraction: memory fraction PyTorch set (0: none)
  * @cache_limit: STALLOC_CACHE_LIMIT, the most cached bytes kept
  * @warm_trim: first planned iteration: dynamic memory freed is unmapped
@@ -291,6 +292,7 @@ struct mdev {
 	char plan_path[4096];
 	uint64_t next_id;
 	struct stalloc_stats st;
+	uint64_t bad_frees;
 	double fraction;
 	uint64_t cache_limit;
 	bool warm_trim;

@@ -97,7 +97,7 @@ int stalloc_stats(int device, struct stalloc_stats *st)
 		return err;
 	sa_mutex_lock(&d->lock);
 	*st = d->st;
-	st->bad_frees = __atomic_load_n(&d->st.bad_frees, __ATOMIC_RELAXED);
+	st->bad_frees = __atomic_load_n(&d->bad_frees, __ATOMIC_RELAXED);
 	sa_mutex_unlock(&d->lock);
 	vmm_get_stats(d->vmm, &vs);
 	st->reserved = vs.phys_bytes;

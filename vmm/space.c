@@ -628,10 +628,9 @@ void vmm_get_stats(struct vmm_space *s, struct vmm_stats *st)
 		sa_mutex_unlock(&s->lock);
 	}
 	for (k = 0; k < VMM_CALL_NR; k++) {
-		st->calls[k] =
-			__atomic_load_n(&s->st.calls[k], __ATOMIC_RELAXED);
-		st->call_failures[k] = __atomic_load_n(&s->st.call_failures[k],
-						       __ATOMIC_RELAXED);
+		st->calls[k] = __atomic_load_n(&s->calls[k], __ATOMIC_RELAXED);
+		st->call_failures[k] =
+			__atomic_load_n(&s->call_failures[k], __ATOMIC_RELAXED);
 	}
 }
 

@@ -87,7 +87,9 @@ struct vmm_space {
 	unsigned long fork_gen;
 	void (*shrink)(void *ctx, uint64_t va, uint64_t bytes, uint64_t over);
 	void *shrink_ctx;
-	struct vmm_stats st;
+	struct vmm_stats st; /* under @lock; its calls[] stay zero */
+	uint64_t calls[VMM_CALL_NR]; /* atomic, no lock */
+	uint64_t call_failures[VMM_CALL_NR]; /* atomic, no lock */
 };
 
 /* Bumped in every child by a pthread_atfork handler (vmm/space.c). */
@@ -96,10 +98,9 @@ extern unsigned long vmm_fork_gen;
 /* Count one backend call of kind @k that returned @err; returns @err. */
 static inline int vmm_counted(struct vmm_space *s, enum vmm_call k, int err)
 {
-	__atomic_add_fetch(&s->st.calls[k], 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&s->calls[k], 1, __ATOMIC_RELAXED);
 	if (err)
-		__atomic_add_fetch(&s->st.call_failures[k], 1,
-				   __ATOMIC_RELAXED);
+		__atomic_add_fetch(&s->call_failures[k], 1, __ATOMIC_RELAXED);
 	return err;
 }
 
