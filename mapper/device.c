@@ -147,10 +147,20 @@ static void dev_load_plan(struct mdev *d)
 	if (!err)
 		err = stalloc_plan_read(path, &plan);
 	if (!err && !match_plan_pays(plan)) {
-		sa_log(STALLOC_LOG_INFO,
-		       "runtime: device %d: %s plans no steady iteration (one "
-		       "recorded step?): running as in off mode",
-		       d->device, path);
+		if (plan->check == STALLOC_CHECK_REJECT)
+			sa_log(STALLOC_LOG_INFO,
+			       "runtime: device %d: %s was rejected by its "
+			       "check (replayed, it reserved %" PRIu64
+			       " bytes, off mode %" PRIu64
+			       "): running as in off mode",
+			       d->device, path, plan->check_planned,
+			       plan->check_off);
+		else
+			sa_log(STALLOC_LOG_INFO,
+			       "runtime: device %d: %s plans no steady "
+			       "iteration (one recorded step?): running as "
+			       "in off mode",
+			       d->device, path);
 		stalloc_plan_free(plan);
 		return;
 	}

@@ -98,6 +98,8 @@ bool match_plan_pays(const struct stalloc_plan *plan)
 {
 	size_t i;
 
+	if (plan->check == STALLOC_CHECK_REJECT)
+		return false;
 	for (i = 0; i < plan->nr_ent; i++)
 		if (plan->ent[i].cls != PLAN_PERSISTENT)
 			return true;

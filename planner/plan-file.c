@@ -31,7 +31,8 @@
 #include "planner.h"
 
 #define PLAN_MAGIC "stalloc-plan"
-#define PLAN_VERSION 2 /* 1: no warmstart; still read */
+/* 1: no warmstart, 2: no check; both still read */
+#define PLAN_VERSION 3
 
 /* ---------------------------------------------------------------- write */
 
@@ -78,6 +79,9 @@ out:
 	free(piece);
 }
 
+/* Indexed by enum stalloc_plan_check_state. */
+static const char *const check_names[] = { "none", "pass", "reject" };
+
 static void emit(const struct stalloc_plan *p, struct sbuf *b)
 {
 	size_t i;
@@ -94,6 +98,8 @@ static void emit(const struct stalloc_plan *p, struct sbuf *b)
 		  p->align, p->pool, p->horizon);
 	sb_printf(b, "positions %u\nprologue %u\nwarmup %u\nwarmstart %u\n",
 		  p->nr_positions, p->nr_prologue, p->warmup, p->warmstart);
+	sb_printf(b, "check %s %" PRIu64 " %" PRIu64 "\n",
+		  check_names[p->check], p->check_planned, p->check_off);
 	sb_printf(b, "entries %zu\n", p->nr_ent);
 	for (i = 0; i < p->nr_ent; i++) {
 		const struct plan_entry *e = &p->ent[i];
@@ -272,6 +278,32 @@ static int keyval(struct cursor *c, const char *key, uint64_t *v)
 	return 0;
 }
 
+/* "check STATE PLANNED OFF" (version 3 on; earlier files: not checked) */
+static int read_check(struct cursor *c, struct stalloc_plan *p)
+{
+	int k;
+
+	if (!next_line(c))
+		return cur_err(c, "file ends before \"check\"");
+	if (c->nr != 4 || strcmp(c->f[0], "check") != 0)
+		return cur_err(c, "expected \"check STATE PLANNED OFF\"");
+	for (k = 0; k < (int)ARRAY_SIZE(check_names); k++)
+		if (!strcmp(c->f[1], check_names[k]))
+			break;
+	if (k == (int)ARRAY_SIZE(check_names))
+		return cur_err(c,
+			       "check state \"%s\" is not none, pass or "
+			       "reject",
+			       c->f[1]);
+	if (!num(c->f[2], &p->check_planned) || !num(c->f[3], &p->check_off))
+		return cur_err(c, "check bytes \"%s %s\" are not numbers",
+			       c->f[2], c->f[3]);
+	if (k == STALLOC_CHECK_NONE && (p->check_planned || p->check_off))
+		return cur_err(c, "an unchecked plan has no check bytes");
+	p->check = k;
+	return 0;
+}
+
 static int read_entry(struct cursor *c, struct plan_entry *e)
 {
 	uint64_t pos;
@@ -406,6 +438,9 @@ static int parse_counts(struct cursor *c, struct stalloc_plan *p,
 		return cur_err(c, "warmstart %llu is past the prologue (%u)",
 			       (unsigned long long)v, p->nr_prologue);
 	p->warmstart = (uint32_t)v;
+	err = version > 2 ? read_check(c, p) : 0;
+	if (err)
+		return err;
 	err = keyval(c, "entries", nent);
 	/* each entry is a line: a count beyond the file is a lie */
 	if (!err && *nent > c->lines)
@@ -476,6 +511,9 @@ static void summarise_read(struct stalloc_plan *p)
 	p->sum.dynamic_requests = p->nr_dyn;
 	p->sum.peak = p->pool;
 	p->sum.fingerprint = p->fingerprint;
+	p->sum.check = p->check;
+	p->sum.check_planned = p->check_planned;
+	p->sum.check_off = p->check_off;
 }
 
 int stalloc_plan_read(const char *path, struct stalloc_plan **out)

@@ -127,6 +127,9 @@ struct stalloc_plan {
 	uint32_t warmup; /* iteration starts before the first planned one */
 	uint32_t warmstart; /* prologue position where the warm-up's last
 			     * iteration starts (nr_prologue: not known) */
+	int check; /* enum stalloc_plan_check_state (planner/check.c) */
+	uint64_t check_planned; /* peak reserved replaying with the plan */
+	uint64_t check_off; /* the same in off mode */
 	struct plan_entry *ent;
 	size_t nr_ent;
 	struct plan_dyn *dyn;

@@ -14,7 +14,7 @@ PLAN="$O/stalloc-plan"
 W="$SHARED/workloads"
 . tests/tap.sh
 
-echo "1..20"
+echo "1..37"
 expect 0 "--help" "$PLAN" --help
 expect 2 "no input" "$PLAN"
 expect 2 "unknown option" "$PLAN" --frobnicate x
@@ -54,7 +54,7 @@ assert j["lower_bound"] == (j["live_peak"] + j["align_bytes"] +
                             j["model_bytes"])
 PY
 ok $? "JSON has every field, 4 iterations, no dynamic request"
-head -n 1 "$tmp/d.plan" | grep -q "^stalloc-plan 2$"
+head -n 1 "$tmp/d.plan" | grep -q "^stalloc-plan 3$"
 ok $? "-o writes a plan file"
 python3 tests/check-plan.py "$tmp/d.csv" >"$tmp/chk"
 ok $? "the dense plan passes the independent overlap check"
@@ -72,9 +72,89 @@ ok $? "the CSV plan passes the independent overlap check"
 mkfifo "$tmp/fifo"
 cat "$tmp/fifo" >"$tmp/from-fifo" &
 reader=$!
-"$PLAN" -o "$tmp/fifo" "$W/cpu-torch/gpt-dense.trace" >/dev/null
+"$PLAN" -o "$tmp/fifo" "$W/cpu-torch/gpt-dense.trace" >/dev/null \
+	2>"$tmp/err"
 rc=$?
 wait $reader
-[ "$rc" = 0 ] && [ -p "$tmp/fifo" ] && grep -q '^checksum ' "$tmp/from-fifo"
-ok $? "-o a FIFO writes into it and leaves it a FIFO"
+[ "$rc" = 0 ] && [ -p "$tmp/fifo" ] && grep -q '^checksum ' "$tmp/from-fifo" &&
+	grep -q "not checked: .*fifo is not a regular file" "$tmp/err"
+ok $? "-o a FIFO writes into it, leaves it a FIFO, and does not check"
+
+# The check: the trace replayed with the plan and in off mode.  The real
+# replay first, then a stand-in that reports what a test wants.
+expect 0 "plan the dense trace as JSON, checked" "$PLAN" --json \
+	-o "$tmp/d.plan" "$W/cpu-torch/gpt-dense.trace"
+python3 - "$tmp/out" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["check"] == "pass", j["check"]
+assert 0 < j["check_planned"] <= j["check_off"] + (2 << 20), j
+assert j["check_ms"] > 0
+PY
+ok $? "the dense plan passes its check (JSON: planned within a chunk of off)"
+grep -q "^check pass [0-9]* [0-9]*$" "$tmp/d.plan"
+ok $? "the plan file records the check"
+expect 0 "--no-check" "$PLAN" --no-check -o "$tmp/n.plan" \
+	"$W/cpu-torch/gpt-dense.trace"
+grep -q "^check none 0 0$" "$tmp/n.plan"
+ok $? "--no-check leaves the plan unchecked"
+expect 2 "a granularity that is not a power of two" "$PLAN" \
+	--granularity 3M "$W/cpu-torch/gpt-dense.trace"
+cat >"$tmp/fake-replay" <<'SH'
+#!/bin/sh
+# stands in for stalloc-replay: plan mode reserves FAKE_PLANNED, off
+# mode FAKE_OFF; fails on FAKE_FAIL or on any STALLOC_* variable
+pol=
+while [ $# -gt 0 ]; do
+	[ "$1" = --policy ] && pol=$2
+	shift
+done
+if env | grep -q '^STALLOC_\|^LD_PRELOAD='; then
+	echo "the caller's environment leaked" >&2
+	exit 3
+fi
+if [ -n "${FAKE_FAIL:-}" ]; then
+	echo "replay broke" >&2
+	exit 1
+fi
+[ "$pol" = stalloc ] && r=$FAKE_PLANNED || r=$FAKE_OFF
+echo "{\"peak_reserved_bytes\": $r, \"plan_misses\": 7, \"plan_dropped\": false}"
+SH
+chmod +x "$tmp/fake-replay"
+fake() {
+	env STALLOC_REPLAY="$tmp/fake-replay" STALLOC_LOG=debug \
+		LD_PRELOAD= "$@"
+}
+expect 0 "a plan one chunk and a byte above off mode" \
+	fake env FAKE_PLANNED=102760449 FAKE_OFF=100663296 \
+	"$PLAN" -o "$tmp/r.plan" "$W/cpu-torch/gpt-dense.trace"
+grep -q "^check reject 102760449 100663296$" "$tmp/r.plan" &&
+	grep -q "rejected, the runtime will run as in off mode" "$tmp/out"
+ok $? "is rejected (and no STALLOC_* variable reached the replays)"
+expect 0 "a plan exactly one chunk above off mode" \
+	fake env FAKE_PLANNED=102760448 FAKE_OFF=100663296 \
+	"$PLAN" -o "$tmp/p.plan" "$W/cpu-torch/gpt-dense.trace"
+grep -q "^check pass " "$tmp/p.plan"
+ok $? "passes"
+expect 0 "a replay that fails" fake env FAKE_FAIL=1 FAKE_PLANNED=1 \
+	FAKE_OFF=1 "$PLAN" -o "$tmp/f.plan" "$W/cpu-torch/gpt-dense.trace"
+grep -q "^check none 0 0$" "$tmp/f.plan" &&
+	grep -q "not checked: .*exited 1: replay broke" "$tmp/err"
+ok $? "leaves the plan unchecked, with a warning naming why"
+expect 0 "no replay program" env STALLOC_REPLAY="$tmp/nope" "$PLAN" \
+	-o "$tmp/x.plan" "$W/cpu-torch/gpt-dense.trace"
+grep -q "^check none 0 0$" "$tmp/x.plan" && grep -q "nope" "$tmp/err"
+ok $? "leaves the plan unchecked, with a warning naming it"
+# the runtime does not use a rejected plan: the replay is off mode's
+"$O/stalloc-replay" --json --policy off "$W/cpu-torch/gpt-dense.trace" \
+	>"$tmp/off.json" 2>/dev/null
+expect 0 "replay with the rejected plan" "$O/stalloc-replay" --json \
+	--plan "$tmp/r.plan" "$W/cpu-torch/gpt-dense.trace"
+python3 - "$tmp/out" "$tmp/off.json" <<'PY'
+import json, sys
+r, off = (json.load(open(f)) for f in sys.argv[1:3])
+assert r["plan_rejected"] is True and r["plan_hits"] == 0, r
+assert r["peak_reserved_bytes"] == off["peak_reserved_bytes"], (r, off)
+PY
+ok $? "the rejected plan runs as off mode: no hit, off mode's peak"
 [ "$fails" = 0 ]

@@ -716,7 +716,7 @@ static void ed_truncate(char *t)
 
 static void ed_version(char *t)
 {
-	swap_str(t, "stalloc-plan 2", "stalloc-plan 9");
+	swap_str(t, "stalloc-plan 3", "stalloc-plan 9");
 }
 
 /* Replace the line starting at @l with @text (no newline). */
@@ -845,17 +845,45 @@ static void ed_warmstart(char *t)
 	swap_str(t, "\nwarmstart ", "\nwarmstart 9999");
 }
 
-/* The same plan as format version 1: no warmstart line. */
-static void ed_version1(char *t)
+static void ed_check_state(char *t)
 {
-	char *at = strstr(t, "\nwarmstart "), *nl;
+	swap_str(t, "\ncheck none", "\ncheck maybe");
+}
 
-	swap_str(t, "stalloc-plan 2", "stalloc-plan 1");
-	at = strstr(t, "\nwarmstart ");
+static void ed_check_bytes(char *t)
+{
+	swap_str(t, "\ncheck none 0 0", "\ncheck none 5 0");
+}
+
+static void ed_check_missing(char *t)
+{
+	swap_str(t, "\ncheck none 0 0", "");
+}
+
+/* Drop the line starting with @key (after a newline) from @t. */
+static void drop_line(char *t, const char *key)
+{
+	char *at = strstr(t, key), *nl;
+
 	assert_non_null(at);
 	nl = strchr(at + 1, '\n');
 	assert_non_null(nl);
 	memmove(at, nl, strlen(nl) + 1);
+}
+
+/* The same plan as format version 2: no check line. */
+static void ed_version2(char *t)
+{
+	swap_str(t, "stalloc-plan 3", "stalloc-plan 2");
+	drop_line(t, "\ncheck ");
+}
+
+/* The same plan as format version 1: no warmstart and no check line. */
+static void ed_version1(char *t)
+{
+	swap_str(t, "stalloc-plan 3", "stalloc-plan 1");
+	drop_line(t, "\nwarmstart ");
+	drop_line(t, "\ncheck ");
 }
 
 static void test_plan_corruption(void **state)
@@ -886,6 +914,9 @@ static void test_plan_corruption(void **state)
 	corrupt(good, ed_garbage, true, "unexpected line");
 	corrupt(good, ed_count, true, "");
 	corrupt(good, ed_warmstart, true, "past the prologue");
+	corrupt(good, ed_check_state, true, "not none, pass or reject");
+	corrupt(good, ed_check_bytes, true, "no check bytes");
+	corrupt(good, ed_check_missing, true, "expected \"check");
 	/* and the good one still reads */
 	write_text(plan_path, good);
 	assert_int_equal(stalloc_plan_read(plan_path, &p), 0);
@@ -903,7 +934,45 @@ static void test_plan_corruption(void **state)
 		free(v1);
 		assert_int_equal(stalloc_plan_read(plan_path, &p), 0);
 		assert_int_equal(p->warmstart, p->nr_prologue);
+		assert_int_equal(p->check, STALLOC_CHECK_NONE);
 		stalloc_plan_free(p);
+	}
+	/* and version 2: not checked, used as before */
+	{
+		char *v2 = malloc(strlen(good) + 64);
+
+		assert_non_null(v2);
+		strcpy(v2, good);
+		ed_version2(v2);
+		reseal(v2);
+		write_text(plan_path, v2);
+		free(v2);
+		assert_int_equal(stalloc_plan_read(plan_path, &p), 0);
+		assert_true(p->warmstart < p->nr_prologue);
+		assert_int_equal(p->check, STALLOC_CHECK_NONE);
+		stalloc_plan_free(p);
+	}
+	/* a verdict reads back, and is written again as it was */
+	{
+		struct stalloc_plan_summary sum;
+		char *rj = malloc(strlen(good) + 64), *again;
+
+		assert_non_null(rj);
+		strcpy(rj, good);
+		swap_str(rj, "\ncheck none 0 0", "\ncheck reject 300 200");
+		reseal(rj);
+		write_text(plan_path, rj);
+		assert_int_equal(stalloc_plan_read(plan_path, &p), 0);
+		stalloc_plan_summary(p, &sum);
+		assert_int_equal(sum.check, STALLOC_CHECK_REJECT);
+		assert_int_equal(sum.check_planned, 300);
+		assert_int_equal(sum.check_off, 200);
+		assert_int_equal(stalloc_plan_write(p, plan_path), 0);
+		stalloc_plan_free(p);
+		again = read_text(plan_path);
+		assert_non_null(strstr(again, "\ncheck reject 300 200\n"));
+		free(again);
+		free(rj);
 	}
 	free(good);
 	unlink(plan_path);

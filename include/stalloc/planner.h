@@ -78,6 +78,21 @@ enum stalloc_iter_source {
 };
 
 /**
+ * enum stalloc_plan_check_state - was the plan replayed against its trace?
+ * @STALLOC_CHECK_NONE: not checked (CSV problems, --no-check, version 1
+ *	and 2 files)
+ * @STALLOC_CHECK_PASS: replaying the trace with the plan reserved at most
+ *	one chunk more than replaying it in off mode
+ * @STALLOC_CHECK_REJECT: it reserved more, or the runtime dropped the plan:
+ *	the runtime does not use the plan and runs as in off mode
+ */
+enum stalloc_plan_check_state {
+	STALLOC_CHECK_NONE,
+	STALLOC_CHECK_PASS,
+	STALLOC_CHECK_REJECT,
+};
+
+/**
  * struct stalloc_plan_summary - what a plan is and how it was made
  * @requests: allocations in the input (CSV: rows)
  * @iterations: iterations found
@@ -109,6 +124,10 @@ enum stalloc_iter_source {
  *	alternating position and persistent buffers living throughout)
  * @optimal: the packing is proven optimal
  * @fingerprint: the static request signature
+ * @check: enum stalloc_plan_check_state (stalloc_plan_check())
+ * @check_planned: checked plans: peak bytes reserved replaying the trace
+ *	with the plan
+ * @check_off: the same in off mode
  */
 struct stalloc_plan_summary {
 	uint64_t requests;
@@ -135,6 +154,9 @@ struct stalloc_plan_summary {
 	uint64_t live_peak;
 	uint64_t align_bytes;
 	int64_t model_bytes;
+	int check;
+	uint64_t check_planned;
+	uint64_t check_off;
 };
 
 /**
@@ -222,6 +244,49 @@ STALLOC_API int stalloc_plan_for_each_buffer(
  */
 STALLOC_API size_t stalloc_plan_boundaries(const struct stalloc_plan *plan,
 					   const uint64_t **seq);
+
+/**
+ * struct stalloc_plan_check - how a plan fared against its own trace
+ * @planned: peak bytes reserved replaying the trace with the plan
+ * @off: the same in off mode (what the runtime does without a plan)
+ * @misses: planned requests the runtime served elsewhere meanwhile
+ * @dropped: the runtime gave up the plan during the replay
+ * @granularity: the chunk size both replays used (the margin allowed)
+ * @check_ms: wall time of both replays
+ */
+struct stalloc_plan_check {
+	uint64_t planned;
+	uint64_t off;
+	uint64_t misses;
+	bool dropped;
+	uint64_t granularity;
+	double check_ms;
+};
+
+/**
+ * stalloc_plan_check() - replay the plan's own trace with and without it
+ * @plan: the plan; its check state is set from the result
+ * @plan_path: where @plan was written (the replay reads it from there)
+ * @trace: the trace @plan was made from
+ * @replay: the stalloc-replay program; NULL: $STALLOC_REPLAY, else the
+ *	one beside the running program, else the one in $PATH
+ * @granularity: the physical chunk size to replay with (0: the runtime's
+ *	default, 2 MiB)
+ * @out: the measurements (may be NULL)
+ *
+ * Runs the trace twice through the runtime on the host backend, in child
+ * processes (no STALLOC_* variable and no LD_PRELOAD of the caller reaches
+ * them): once in plan mode with @plan_path, once in off mode.  A plan that
+ * reserves more than one chunk above off mode at the peak, or that the
+ * runtime drops, is marked rejected (STALLOC_CHECK_REJECT): written again,
+ * the runtime then ignores it and runs as in off mode.  Otherwise it is
+ * marked passed.  Returns 0, or a negative errno when the check could not
+ * run (no replay program, a replay failed); @plan is then left unchecked.
+ */
+STALLOC_API int stalloc_plan_check(struct stalloc_plan *plan,
+				   const char *plan_path, const char *trace,
+				   const char *replay, uint64_t granularity,
+				   struct stalloc_plan_check *out);
 
 /**
  * stalloc_plan_free() - free a plan

@@ -3,7 +3,8 @@
  * tools/cli/stalloc-plan.c - plan a static allocation from a trace or CSV
  *
  *   stalloc-plan [-o PLAN] [--json] [--emit-csv FILE] [--budget SEC]
- *                [--time-limit SEC] [--align BYTES] INPUT
+ *                [--time-limit SEC] [--align BYTES] [--no-check]
+ *                [--granularity BYTES] INPUT
  *
  * Exit status: 0 planned, 1 invalid input (the message names the file and
  * line) or a failure to write, 2 bad usage.  Uses the public API only.
@@ -14,13 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <stalloc/planner.h>
 
 static const char usage[] =
 	"usage: stalloc-plan [-o PLAN] [--json] [--emit-csv FILE]\n"
 	"                    [--budget SEC] [--time-limit SEC] [--align BYTES]\n"
-	"                    INPUT\n"
+	"                    [--no-check] [--granularity BYTES] INPUT\n"
 	"\n"
 	"Plan where every buffer of INPUT lives.  INPUT is an allocation\n"
 	"trace (first line \"stalloc-trace 1\") or a MiniMalloc CSV problem\n"
@@ -38,14 +40,23 @@ static const char usage[] =
 	"                        the plan can depend on the machine's load\n"
 	"  -a, --align BYTES     round sizes up to BYTES (default 512 for\n"
 	"                        traces, 1 for CSV problems)\n"
+	"  -n, --no-check        do not replay the trace to check the plan\n"
+	"                        written with -o (by default a plan that\n"
+	"                        reserves more than off mode on its own\n"
+	"                        trace is marked rejected: the runtime then\n"
+	"                        runs as in off mode)\n"
+	"  -g, --granularity B   the physical chunk size the check replays\n"
+	"                        with (default: the runtime's, 2 MiB)\n"
 	"  -h, --help            this text\n"
 	"\n"
 	"Exit status: 0 planned, 1 invalid input or output error, 2 usage.\n";
 
 struct args {
 	const char *input, *output, *csv;
-	bool json;
+	bool json, no_check;
+	uint64_t granularity;
 	struct stalloc_plan_options opts;
+	struct stalloc_plan_check check;
 };
 
 static int bad_usage(const char *why, const char *what)
@@ -90,12 +101,15 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "budget", required_argument, NULL, 'b' },
 		{ "time-limit", required_argument, NULL, 't' },
 		{ "align", required_argument, NULL, 'a' },
+		{ "no-check", no_argument, NULL, 'n' },
+		{ "granularity", required_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int ch;
 
-	while ((ch = getopt_long(argc, argv, "o:jc:b:t:a:h", lo, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "o:jc:b:t:a:ng:h", lo, NULL)) !=
+	       -1) {
 		switch (ch) {
 		case 'o':
 			a->output = optarg;
@@ -119,6 +133,17 @@ static int parse_args(int argc, char **argv, struct args *a)
 			    !a->opts.align ||
 			    (a->opts.align & (a->opts.align - 1)))
 				return bad_usage("--align wants a power of two",
+						 optarg);
+			break;
+		case 'n':
+			a->no_check = true;
+			break;
+		case 'g':
+			if (!parse_u64(optarg, &a->granularity) ||
+			    !a->granularity ||
+			    (a->granularity & (a->granularity - 1)))
+				return bad_usage("--granularity wants a power "
+						 "of two",
 						 optarg);
 			break;
 		case 'h':
@@ -178,8 +203,16 @@ static double gap(const struct stalloc_plan_summary *s)
 				0;
 }
 
-static void print_json(const struct stalloc_plan *p, const char *input)
+static const char *check_name(int check)
 {
+	static const char *const names[] = { "none", "pass", "reject" };
+
+	return check >= 0 && check < 3 ? names[check] : "?";
+}
+
+static void print_json(const struct stalloc_plan *p, const struct args *a)
+{
+	const char *input = a->input;
 	struct stalloc_plan_summary s;
 	const uint64_t *b;
 	size_t i, nb = stalloc_plan_boundaries(p, &b);
@@ -213,10 +246,15 @@ static void print_json(const struct stalloc_plan *p, const char *input)
 	       ", \"dynamic_requests\": %" PRIu64
 	       ", \"persistent_bytes\": %" PRIu64
 	       ", \"dynamic_bytes\": %" PRIu64 ", \"reusable_bytes\": %" PRIu64
-	       ", \"fingerprint\": \"0x%016" PRIx64 "\"}\n",
+	       ", \"fingerprint\": \"0x%016" PRIx64 "\"",
 	       s.static_requests, s.cross_requests, s.persistent_requests,
 	       s.dynamic_requests, s.persistent_bytes, s.dynamic_bytes,
 	       s.reusable_bytes, s.fingerprint);
+	printf(", \"check\": \"%s\", \"check_planned\": %" PRIu64
+	       ", \"check_off\": %" PRIu64 ", \"check_misses\": %" PRIu64
+	       ", \"check_ms\": %.3f}\n",
+	       check_name(s.check), s.check_planned, s.check_off,
+	       a->check.misses, a->check.check_ms);
 }
 
 static double mib(uint64_t b)
@@ -224,8 +262,9 @@ static double mib(uint64_t b)
 	return (double)b / (1 << 20);
 }
 
-static void print_human(const struct stalloc_plan *p, const char *input)
+static void print_human(const struct stalloc_plan *p, const struct args *a)
 {
+	const char *input = a->input;
 	struct stalloc_plan_summary s;
 	const uint64_t *b;
 	size_t i, nb = stalloc_plan_boundaries(p, &b);
@@ -278,6 +317,52 @@ static void print_human(const struct stalloc_plan *p, const char *input)
 		printf("  dynamic: at most %.3f MiB live at once, %.3f MiB of "
 		       "it fits in the plan's free space\n",
 		       mib(s.dynamic_bytes), mib(s.reusable_bytes));
+	if (s.check != STALLOC_CHECK_NONE)
+		printf("  check: its trace replayed reserves %.3f MiB with the "
+		       "plan (%" PRIu64 " misses), %.3f MiB in off mode: %s "
+		       "(%.0f ms)\n",
+		       mib(s.check_planned), a->check.misses, mib(s.check_off),
+		       s.check == STALLOC_CHECK_PASS ?
+			       "passed" :
+			       "rejected, the runtime will run as in off mode",
+		       a->check.check_ms);
+}
+
+/*
+ * Replay the trace with the plan just written and without it, and write
+ * the plan again with the verdict.  Only a trace's plan with a steady
+ * iteration is checked: the others run as in off mode anyway; and only
+ * one written to a regular file (a FIFO or a device cannot be read back).
+ * A check that cannot run leaves the plan unchecked, with a warning.
+ */
+static int check_plan(struct stalloc_plan *p, struct args *a)
+{
+	struct stalloc_plan_summary s;
+	struct stat st;
+
+	stalloc_plan_summary(p, &s);
+	if (a->no_check || !a->output || s.iter_source == STALLOC_ITER_CSV ||
+	    !s.static_requests)
+		return 0;
+	if (stat(a->output, &st) || !S_ISREG(st.st_mode)) {
+		fprintf(stderr,
+			"stalloc-plan: warning: the plan is not checked: %s "
+			"is not a regular file\n",
+			a->output);
+		return 0;
+	}
+	if (stalloc_plan_check(p, a->output, a->input, NULL, a->granularity,
+			       &a->check)) {
+		fprintf(stderr,
+			"stalloc-plan: warning: the plan is not checked: %s\n",
+			stalloc_last_error());
+		return 0;
+	}
+	if (stalloc_plan_write(p, a->output)) {
+		fprintf(stderr, "stalloc-plan: %s\n", stalloc_last_error());
+		return -EIO;
+	}
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -297,14 +382,16 @@ int main(int argc, char **argv)
 	if (err == -ENOSPC)
 		fprintf(stderr, "stalloc-plan: warning: %s\n",
 			stalloc_last_error());
-	if (a.json)
-		print_json(p, a.input);
-	else
-		print_human(p, a.input);
 	if (a.output && stalloc_plan_write(p, a.output)) {
 		fprintf(stderr, "stalloc-plan: %s\n", stalloc_last_error());
 		err = -EIO;
+	} else if (check_plan(p, &a)) {
+		err = -EIO;
 	}
+	if (a.json)
+		print_json(p, &a);
+	else
+		print_human(p, &a);
 	if (a.csv && emit_csv(p, a.csv))
 		err = -EIO;
 	stalloc_plan_free(p);

@@ -163,6 +163,7 @@ void print_json(const struct replay *r, const struct result *res)
 		json_string(r->plan_path);
 	else
 		printf(r->a->policy == P_STALLOC ? "\"(in-process)\"" : "null");
+	printf(", \"plan_rejected\": %s", r->plan_rejected ? "true" : "false");
 	printf(", \"allocs\": %" PRIu64 ", \"frees\": %" PRIu64
 	       ", \"markers\": %" PRIu64 ", \"failed_allocs\": %" PRIu64
 	       ", \"overlaps\": %" PRIu64 ", \"bad_frees\": %" PRIu64,
@@ -206,8 +207,10 @@ void print_summary(const struct replay *r, const struct result *res)
 	printf("%-16s %s\n", "trace", r->a->trace);
 	printf("%-16s %s", "policy", policy_name[r->a->policy]);
 	if (r->a->policy == P_STALLOC)
-		printf(" (plan %s)",
-		       r->plan_tmp ? "made in-process" : r->plan_path);
+		printf(" (plan %s%s)",
+		       r->plan_tmp ? "made in-process" : r->plan_path,
+		       r->plan_rejected ? ", rejected by its check: off mode" :
+					  "");
 	printf("\n%-16s %" PRIu64 " allocations, %" PRIu64 " frees, %" PRIu64
 	       " markers\n",
 	       "events", r->allocs, r->frees, r->marks);

@@ -165,8 +165,10 @@ int setup_stalloc(struct replay *r)
 		}
 		stalloc_plan_summary(plan, &sum);
 		pool = sum.peak;
-		/* none (one step, no period): the runtime runs as off */
-		r->plan_steady = sum.static_requests > 0;
+		/* none (one step, no period) or rejected by its check:
+		 * the runtime runs as off */
+		r->plan_rejected = sum.check == STALLOC_CHECK_REJECT;
+		r->plan_steady = sum.static_requests > 0 && !r->plan_rejected;
 		stalloc_plan_free(plan);
 	}
 	setenv("STALLOC_BACKEND", "host", 0);

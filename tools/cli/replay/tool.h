@@ -81,6 +81,7 @@ struct replay {
 	char plan_path[4096];
 	bool plan_tmp;
 	bool plan_steady; /* the plan plans a steady iteration */
+	bool plan_rejected; /* its check rejected it: the runtime runs off */
 	/* counters */
 	uint64_t allocs, frees, failed, overlaps, marks, iter_marks;
 	uint64_t hits_at_mark, steady_allocs;

@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: MIT
+/*
+ * planner/verify.c - replay a plan's own trace with and without the plan
+ *
+ * A plan is made to beat the online allocator, and a plan that does not do
+ * so even on the recording it was made from will not do so on the job's
+ * later iterations either (MoE routing with another seed differs more, not
+ * less).  stalloc_plan_check() measures it instead of predicting it: it
+ * runs stalloc-replay twice on the trace, in plan mode and in off mode,
+ * through the very runtime that will serve the job (host backend), and
+ * marks the plan passed or rejected.  A rejected plan is still a valid
+ * plan file (what it planned stays there to be read), but the runtime
+ * does not use it (match_plan_pays()): the job runs as in off mode.
+ *
+ * The replays run in child processes (posix_spawn: no fork of a process
+ * that may hold a CUDA context and locks), with the caller's environment
+ * less every STALLOC_* variable and LD_PRELOAD, so that a training
+ * process's own settings (a trace path, a plan, a preloaded runtime)
+ * cannot reach them.  No global state, no locks; the caller's plan is
+ * written only on success.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../lib/util.h"
+#include "planner.h"
+
+extern char **environ;
+
+/* The runtime's default chunk: the margin when the caller names none. */
+#define PLAN_CHECK_CHUNK (2ull << 20)
+/* Output of one replay kept for parsing (its JSON is a few KiB). */
+#define VERIFY_OUT_MAX (1u << 20)
+
+struct verify_run {
+	uint64_t reserved;
+	uint64_t misses;
+	bool dropped;
+};
+
+/* The caller's environment without STALLOC_* and LD_PRELOAD. */
+static char **verify_env(void)
+{
+	size_t n = 0, k = 0;
+	char **env;
+
+	while (environ[n])
+		n++;
+	env = calloc(n + 1, sizeof(*env));
+	if (!env)
+		return NULL;
+	for (n = 0; environ[n]; n++)
+		if (strncmp(environ[n], "STALLOC_", 8) != 0 &&
+		    strncmp(environ[n], "LD_PRELOAD=", 11) != 0)
+			env[k++] = environ[n];
+	return env;
+}
+
+/* $STALLOC_REPLAY, else stalloc-replay beside this program, else $PATH. */
+static void verify_tool(const char *replay, char *buf, size_t len)
+{
+	const char *env = getenv("STALLOC_REPLAY");
+	char self[4096], *slash;
+	ssize_t n;
+
+	if (replay || (env && *env)) {
+		snprintf(buf, len, "%s", replay ? replay : env);
+		return;
+	}
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		self[n] = '\0';
+		slash = strrchr(self, '/');
+		if (slash) {
+			*slash = '\0';
+			n = snprintf(buf, len, "%s/stalloc-replay", self);
+			if (n > 0 && (size_t)n < len && !access(buf, X_OK))
+				return;
+		}
+	}
+	snprintf(buf, len, "stalloc-replay");
+}
+
+static int verify_read(int fd, char **out)
+{
+	size_t len = 0, cap = 8192;
+	char *buf = malloc(cap), *nb;
+	ssize_t n;
+
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		if (cap - len < 4096 && cap < VERIFY_OUT_MAX) {
+			nb = realloc(buf, cap * 2);
+			if (!nb) {
+				free(buf);
+				return -ENOMEM;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		n = read(fd, buf + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		if (len + 1 >= cap) /* past the limit: keep the head */
+			len = cap - 4096;
+	}
+	buf[len] = '\0';
+	*out = buf;
+	return 0;
+}
+
+/* The number after "KEY": in the replay's JSON; false if absent. */
+static bool verify_key(const char *out, const char *key, uint64_t *v)
+{
+	char pat[64], *end;
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "\"%s\": ", key);
+	p = strstr(out, pat);
+	if (!p)
+		return false;
+	p += strlen(pat);
+	if (!strncmp(p, "true", 4) || !strncmp(p, "false", 5)) {
+		*v = *p == 't';
+		return true;
+	}
+	errno = 0;
+	*v = strtoull(p, &end, 10);
+	return !errno && end != p;
+}
+
+/* The last line of @out, for an error message. */
+static const char *verify_last_line(char *out)
+{
+	size_t n = strlen(out);
+	char *nl;
+
+	while (n && out[n - 1] == '\n')
+		out[--n] = '\0';
+	nl = strrchr(out, '\n');
+	return nl ? nl + 1 : out;
+}
+
+static int verify_parse(const char *tool, char *out, int status,
+			struct verify_run *r)
+{
+	uint64_t dropped = 0;
+
+	if (!WIFEXITED(status) || WEXITSTATUS(status) ||
+	    !verify_key(out, "peak_reserved_bytes", &r->reserved) ||
+	    !verify_key(out, "plan_misses", &r->misses) ||
+	    !verify_key(out, "plan_dropped", &dropped))
+		return sa_error(-EIO, "planner: check: %s %s %d: %s", tool,
+				WIFEXITED(status) ? "exited" : "died of signal",
+				WIFEXITED(status) ? WEXITSTATUS(status) :
+						    WTERMSIG(status),
+				*out ? verify_last_line(out) : "no report");
+	r->dropped = dropped;
+	return 0;
+}
+
+/* Run @argv, its output read into a buffer; returns 0 or -errno. */
+static int verify_spawn(char *const argv[], char **env, int *status, char **out)
+{
+	posix_spawn_file_actions_t fa;
+	int pipefd[2], err;
+	pid_t pid;
+
+	if (pipe2(pipefd, O_CLOEXEC))
+		return sa_error(-errno, "planner: check: pipe: %s",
+				strerror(errno));
+	err = posix_spawn_file_actions_init(&fa);
+	if (err)
+		goto err_pipe;
+	err = posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1)	  ?:
+		      posix_spawn_file_actions_adddup2(&fa, pipefd[1], 2) ?:
+		      posix_spawn_file_actions_addopen(&fa, 0, "/dev/null",
+						       O_RDONLY, 0);
+	if (!err)
+		err = strchr(argv[0], '/') ?
+			      posix_spawn(&pid, argv[0], &fa, NULL, argv, env) :
+			      posix_spawnp(&pid, argv[0], &fa, NULL, argv, env);
+	posix_spawn_file_actions_destroy(&fa);
+	if (err)
+		goto err_pipe;
+	close(pipefd[1]);
+	err = verify_read(pipefd[0], out);
+	close(pipefd[0]);
+	while (waitpid(pid, status, 0) < 0)
+		if (errno != EINTR)
+			return sa_error(-errno, "planner: check: waitpid: %s",
+					strerror(errno));
+	if (err) {
+		free(*out);
+		return sa_error(err, "planner: check: out of memory");
+	}
+	return 0;
+
+err_pipe:
+	close(pipefd[0]);
+	close(pipefd[1]);
+	return sa_error(-err, "planner: check: cannot run %s: %s", argv[0],
+			strerror(err));
+}
+
+static int verify_one(const char *tool, char **env, const char *policy,
+		      const char *plan_path, const char *trace,
+		      uint64_t granularity, struct verify_run *r)
+{
+	char gran[32], *argv[12], *out = NULL;
+	int k = 0, status, err;
+
+	argv[k++] = (char *)tool;
+	argv[k++] = (char *)"--json";
+	argv[k++] = (char *)"--policy";
+	argv[k++] = (char *)policy;
+	if (plan_path) {
+		argv[k++] = (char *)"--plan";
+		argv[k++] = (char *)plan_path;
+	}
+	if (granularity) {
+		snprintf(gran, sizeof(gran), "%" PRIu64, granularity);
+		argv[k++] = (char *)"--granularity";
+		argv[k++] = gran;
+	}
+	argv[k++] = (char *)"--";
+	argv[k++] = (char *)trace;
+	argv[k] = NULL;
+	err = verify_spawn(argv, env, &status, &out);
+	if (err)
+		return err;
+	err = verify_parse(tool, out, status, r);
+	free(out);
+	return err;
+}
+
+int stalloc_plan_check(struct stalloc_plan *plan, const char *plan_path,
+		       const char *trace, const char *replay,
+		       uint64_t granularity, struct stalloc_plan_check *out)
+{
+	struct verify_run with = { 0 }, off = { 0 };
+	struct stalloc_plan_check c = { 0 };
+	struct timespec t0, t1;
+	char tool[4096];
+	char **env;
+	int err;
+
+	if (!plan || !plan_path || !trace)
+		return sa_error(-EINVAL, "planner: check: no plan or trace");
+	verify_tool(replay, tool, sizeof(tool));
+	env = verify_env();
+	if (!env)
+		return sa_error(-ENOMEM, "planner: out of memory");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	err = verify_one(tool, env, "stalloc", plan_path, trace, granularity,
+			 &with);
+	if (!err)
+		err = verify_one(tool, env, "off", NULL, trace, granularity,
+				 &off);
+	free(env);
+	if (err)
+		return err;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	c.planned = with.reserved;
+	c.off = off.reserved;
+	c.misses = with.misses;
+	c.dropped = with.dropped;
+	c.granularity = granularity ? granularity : PLAN_CHECK_CHUNK;
+	c.check_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
+		     (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	plan->check = !c.dropped && c.planned <= c.off + c.granularity ?
+			      STALLOC_CHECK_PASS :
+			      STALLOC_CHECK_REJECT;
+	plan->check_planned = c.planned;
+	plan->check_off = c.off;
+	plan->sum.check = plan->check;
+	plan->sum.check_planned = c.planned;
+	plan->sum.check_off = c.off;
+	if (out)
+		*out = c;
+	return 0;
+}
