@@ -15,6 +15,7 @@
  * lock at a marker.  Markers arrive on the training thread.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -64,6 +65,42 @@ static bool try_found(const struct mdev *d, const struct stalloc_plan *p)
 	       sum.iterations >= d->auto_iters && match_plan_pays(p);
 }
 
+/*
+ * Replay the traced iterations with @p and in off mode (planner/verify.c).
+ * The plan is written beside the trace for it (and for the user:
+ * STALLOC_PLAN takes that file as it is), then again with the verdict.  A
+ * rejected plan stays in @p, marked: match_plan_pays() refuses it.  A check
+ * that cannot run (no stalloc-replay found) leaves the plan unchecked and in
+ * use, as before there was a check.
+ */
+static void auto_check(struct mdev *d, struct stalloc_plan *p)
+{
+	struct stalloc_plan_check c;
+	char path[4096 + 8];
+
+	snprintf(path, sizeof(path), "%s.plan", d->auto_path);
+	if (stalloc_plan_write(p, path) ||
+	    stalloc_plan_check(p, path, d->auto_path, NULL,
+			       vmm_chunk_bytes(d->vmm), &c)) {
+		sa_log(STALLOC_LOG_WARN,
+		       "runtime: device %d: auto mode's plan is not checked "
+		       "(%s): using it unchecked",
+		       d->device, stalloc_last_error());
+		return;
+	}
+	if (stalloc_plan_write(p, path))
+		sa_log(STALLOC_LOG_WARN, "runtime: device %d: %s", d->device,
+		       stalloc_last_error());
+	sa_log(p->check == STALLOC_CHECK_PASS ? STALLOC_LOG_INFO :
+						STALLOC_LOG_WARN,
+	       "runtime: device %d: auto mode's plan %s, replayed on its "
+	       "trace, reserves %" PRIu64
+	       " bytes at the peak, off mode %" PRIu64 ": %s",
+	       d->device, path, c.planned, c.off,
+	       p->check == STALLOC_CHECK_PASS ? "using it" :
+						"going on in off mode");
+}
+
 static void *auto_planner(void *arg)
 {
 	struct stalloc_plan_options o = { .flags = STALLOC_PLAN_NO_PERSISTENT };
@@ -81,6 +118,10 @@ static void *auto_planner(void *arg)
 	} else if (markerless && !try_found(d, p)) {
 		stalloc_plan_free(p); /* not yet: a later try */
 		p = NULL;
+	} else if (!markerless && match_plan_pays(p)) {
+		/* (a try without markers reads a trace still being written:
+		 * not replayed) */
+		auto_check(d, p);
 	}
 	sa_mutex_lock(&d->lock);
 	d->auto_plan = p;
@@ -211,10 +252,11 @@ void dev_auto_mark(struct mdev *d)
 	p = d->auto_plan;
 	d->auto_plan = NULL;
 	if (p && !match_plan_pays(p)) {
-		sa_log(STALLOC_LOG_INFO,
-		       "runtime: device %d: the traced iterations give no steady "
-		       "plan: going on in off mode",
-		       d->device);
+		if (p->check != STALLOC_CHECK_REJECT) /* (said already) */
+			sa_log(STALLOC_LOG_INFO,
+			       "runtime: device %d: the traced iterations give "
+			       "no steady plan: going on in off mode",
+			       d->device);
 		stalloc_plan_free(p);
 		d->mode = MDEV_OFF;
 		p = NULL;

@@ -11,6 +11,8 @@
  * idle chunks; auto mode plans in the background and switches mid-run.
  * Set-up: tests/mapper-fixture.h.
  */
+#include <sys/stat.h>
+
 #include "tests/mapper-fixture.h"
 
 static void test_plan_mode(void **state)
@@ -798,6 +800,81 @@ static void test_auto_mode(void **state)
 	stalloc_free(w, 0, 0, NULL);
 	unsetenv("STALLOC_AUTO_ITERS");
 	unlink(path);
+	snprintf(path, sizeof(path), "%s/auto-0.trace.plan", dir);
+	unlink(path);
+}
+
+/* A stand-in for stalloc-replay: plan mode reserves 2 chunks over off. */
+static const char fake_replay[] =
+	"#!/bin/sh\n"
+	"r=100663296\n"
+	"for a; do [ \"$a\" = stalloc ] && r=104857600; done\n"
+	"env | grep -q '^STALLOC_' && exit 3\n"
+	"echo \"{\\\"peak_reserved_bytes\\\": $r, \\\"plan_misses\\\": 0, "
+	"\\\"plan_dropped\\\": false}\"\n";
+
+/*
+ * Auto mode whose plan loses to off mode on its own trace (a stand-in
+ * replay says so): the plan is written beside the trace, marked rejected,
+ * and never used; the device goes on in off mode.
+ */
+static void test_auto_rejected(void **state)
+{
+	char pattern[256], path[256], plan[272], tool[256];
+	struct stalloc_plan_summary sum;
+	struct stalloc_plan *p = NULL;
+	struct stalloc_stats st;
+	struct blk live[6];
+	FILE *f;
+	int k;
+
+	(void)state;
+	snprintf(tool, sizeof(tool), "%s/fake-replay", dir);
+	f = fopen(tool, "w");
+	assert_non_null(f);
+	fputs(fake_replay, f);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(chmod(tool, 0755), 0);
+	snprintf(pattern, sizeof(pattern), "%s/auto-r-%%d.trace", dir);
+	snprintf(path, sizeof(path), "%s/auto-r-0.trace", dir);
+	snprintf(plan, sizeof(plan), "%s.plan", path);
+	setenv("STALLOC_MODE", "auto", 1);
+	setenv("STALLOC_AUTO_ITERS", "4", 1);
+	setenv("STALLOC_TRACE", pattern, 1);
+	setenv("STALLOC_REPLAY", tool, 1);
+	for (k = 0; k < 5; k++) {
+		stalloc_mark("iteration");
+		workload_iter(live, 1, false, false);
+	}
+	/* the planner thread writes the plan twice: wait for the verdict */
+	for (k = 0; k < 500; k++) {
+		stalloc_plan_free(p);
+		p = NULL;
+		if (!stalloc_plan_read(plan, &p)) {
+			stalloc_plan_summary(p, &sum);
+			if (sum.check != STALLOC_CHECK_NONE)
+				break;
+		}
+		usleep(10000);
+	}
+	assert_non_null(p);
+	stalloc_plan_summary(p, &sum);
+	assert_int_equal(sum.check, STALLOC_CHECK_REJECT);
+	assert_int_equal(sum.check_planned, 104857600);
+	assert_int_equal(sum.check_off, 100663296);
+	stalloc_plan_free(p);
+	for (k = 0; k < 20; k++) {
+		stalloc_mark("iteration");
+		workload_iter(live, 1, false, false);
+	}
+	stalloc_stats(0, &st);
+	assert_int_equal(st.plan_hits, 0);
+	assert_int_equal(st.plan_misses, 0);
+	unsetenv("STALLOC_AUTO_ITERS");
+	unsetenv("STALLOC_REPLAY");
+	unlink(path);
+	unlink(plan);
+	unlink(tool);
 }
 
 /*
@@ -1479,6 +1556,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_other_workload),
 		MAPPER_TEST(test_plan_corrupt),
 		MAPPER_TEST(test_auto_mode),
+		MAPPER_TEST(test_auto_rejected),
 		MAPPER_TEST(test_auto_no_markers),
 		MAPPER_TEST(test_plan_reuse),
 		MAPPER_TEST(test_plan_lend),
