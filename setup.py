@@ -5,7 +5,8 @@ build_py runs the Makefile ("make all" in $STALLOC_O, default build/) and
 copies into the package: libstalloc as libstalloc.so.MAJOR (the name its
 shims link to; they find it beside them through their $ORIGIN run path),
 libstalloc-torch.so, libstalloc-cpu.so and libstalloc-lttng.so where built,
-and _version.py.  The version is the one in include/stalloc/stalloc.h.
+stalloc-replay (auto mode replays its plan's trace with it before using the
+plan; the library looks for it beside itself) and _version.py.  The version is the one in include/stalloc/stalloc.h.
 setuptools' own scratch files go under build/python/, beside the Makefile's
 outputs.  The wheel holds native code, so it is tagged for the platform.
 """
@@ -60,6 +61,10 @@ class BuildWithMake(build_py):
             if os.path.isfile(os.path.join(src, name)):
                 shutil.copyfile(os.path.join(src, name),
                                 os.path.join(dest, name))
+        replay = os.path.join(src, "stalloc-replay")
+        if os.path.isfile(replay):
+            shutil.copyfile(replay, os.path.join(dest, "stalloc-replay"))
+            os.chmod(os.path.join(dest, "stalloc-replay"), 0o755)
         with open(os.path.join(dest, "_version.py"), "w") as f:
             f.write("# written by setup.py from include/stalloc/stalloc.h\n"
                     "version = %r\n" % ver)

@@ -72,6 +72,10 @@ static const struct opt table[SA_OPT_NR] = {
 				NULL, "4", "library",
 				"auto mode: iterations traced before "
 				"planning" },
+	[SA_OPT_AUTO_CHECK] = { "STALLOC_AUTO_CHECK", T_BOOL, 0, 1, NULL, "1",
+				"1", "library",
+				"auto mode: 0 uses its plan without replaying "
+				"the trace with it and in off mode first" },
 	[SA_OPT_CACHE_LIMIT] = { "STALLOC_CACHE_LIMIT", T_SIZE, 0, NOMAX, NULL,
 				 NULL, "0 (no limit)", "library",
 				 "give cached memory back once more than "
@@ -148,10 +152,11 @@ static const struct opt table[SA_OPT_NR] = {
 			       "none", "preload",
 			       "write the statistics here as JSON at exit" },
 	[SA_OPT_REPLAY] = { "STALLOC_REPLAY", T_PATH, 0, 0, NULL, NULL,
-			    "stalloc-replay beside stalloc-import, else on "
-			    "PATH",
-			    "stalloc-import",
-			    "the stalloc-replay program stalloc-import runs" },
+			    "stalloc-replay beside the program or the "
+			    "library, else on PATH",
+			    "stalloc-import, plan checks",
+			    "the stalloc-replay program stalloc-import and the "
+			    "plan check (stalloc-plan -o, auto mode) run" },
 };
 
 const char *sa_opt_name(enum sa_opt o)

@@ -15,10 +15,13 @@
  * lock at a marker.  Markers arrive on the training thread.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../lib/options.h"
 #include "../lib/util.h"
@@ -37,7 +40,8 @@ int dev_auto_start(struct mdev *d)
 	uint64_t iters;
 	int err;
 
-	err = sa_opt_size(SA_OPT_AUTO_ITERS, AUTO_ITERS_DEFAULT, &iters);
+	err = sa_opt_size(SA_OPT_AUTO_ITERS, AUTO_ITERS_DEFAULT, &iters) ?:
+		      sa_opt_bool(SA_OPT_AUTO_CHECK, &d->auto_check);
 	if (err)
 		return err;
 	d->auto_iters = iters;
@@ -66,22 +70,71 @@ static bool try_found(const struct mdev *d, const struct stalloc_plan *p)
 }
 
 /*
+ * The first @bytes of the trace, copied to @path: what a try without
+ * markers planned, while the recorder goes on appending.
+ */
+static int auto_snapshot(const struct mdev *d, const char *path, uint64_t bytes)
+{
+	char buf[65536];
+	int in, out, err = 0;
+	ssize_t n;
+
+	in = open(d->auto_path, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return sa_error(-errno, "runtime: %s: %s", d->auto_path,
+				strerror(errno));
+	out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (out < 0) {
+		err = sa_error(-errno, "runtime: %s: %s", path,
+			       strerror(errno));
+		goto out_in;
+	}
+	while (bytes && !err) {
+		n = read(in, buf, bytes < sizeof(buf) ? bytes : sizeof(buf));
+		if (n <= 0 || write(out, buf, (size_t)n) != n)
+			err = sa_error(-EIO,
+				       "runtime: %s: cannot copy the "
+				       "trace",
+				       path);
+		else
+			bytes -= (uint64_t)n;
+	}
+	if (close(out) && !err)
+		err = sa_error(-EIO, "runtime: %s: %s", path, strerror(errno));
+out_in:
+	close(in);
+	return err;
+}
+
+/*
  * Replay the traced iterations with @p and in off mode (planner/verify.c).
  * The plan is written beside the trace for it (and for the user:
  * STALLOC_PLAN takes that file as it is), then again with the verdict.  A
- * rejected plan stays in @p, marked: match_plan_pays() refuses it.  A check
- * that cannot run (no stalloc-replay found) leaves the plan unchecked and in
- * use, as before there was a check.
+ * rejected plan stays in @p, marked: match_plan_pays() refuses it.  A try
+ * without markers is replayed on a copy of the trace as far as it planned
+ * it.  A check that cannot run (no stalloc-replay found) leaves the plan
+ * unchecked and in use, as before there was a check.
  */
-static void auto_check(struct mdev *d, struct stalloc_plan *p)
+static void auto_check(struct mdev *d, struct stalloc_plan *p, bool markerless)
 {
-	struct stalloc_plan_check c;
-	char path[4096 + 8];
+	char path[4096 + 8], copy[4096 + 8];
+	const char *trace = d->auto_path;
+	struct stalloc_plan_verdict c;
+	int err;
 
 	snprintf(path, sizeof(path), "%s.plan", d->auto_path);
-	if (stalloc_plan_write(p, path) ||
-	    stalloc_plan_check(p, path, d->auto_path, NULL,
-			       vmm_chunk_bytes(d->vmm), &c)) {
+	snprintf(copy, sizeof(copy), "%s.part", d->auto_path);
+	err = stalloc_plan_write(p, path);
+	if (!err && markerless) {
+		err = auto_snapshot(d, copy, d->auto_snap);
+		trace = copy;
+	}
+	if (!err)
+		err = stalloc_plan_check(p, path, trace, NULL,
+					 vmm_chunk_bytes(d->vmm), &c);
+	if (markerless)
+		unlink(copy);
+	if (err) {
 		sa_log(STALLOC_LOG_WARN,
 		       "runtime: device %d: auto mode's plan is not checked "
 		       "(%s): using it unchecked",
@@ -101,6 +154,17 @@ static void auto_check(struct mdev *d, struct stalloc_plan *p)
 						"going on in off mode");
 }
 
+/* How much of the trace a try without markers plans (0 or -errno). */
+static int auto_snap_take(struct mdev *d)
+{
+	struct stat st;
+
+	if (stat(d->auto_path, &st))
+		return -errno;
+	d->auto_snap = (uint64_t)st.st_size;
+	return 0;
+}
+
 static void *auto_planner(void *arg)
 {
 	struct stalloc_plan_options o = { .flags = STALLOC_PLAN_NO_PERSISTENT };
@@ -118,10 +182,8 @@ static void *auto_planner(void *arg)
 	} else if (markerless && !try_found(d, p)) {
 		stalloc_plan_free(p); /* not yet: a later try */
 		p = NULL;
-	} else if (!markerless && match_plan_pays(p)) {
-		/* (a try without markers reads a trace still being written:
-		 * not replayed) */
-		auto_check(d, p);
+	} else if (d->auto_check && match_plan_pays(p)) {
+		auto_check(d, p, markerless);
 	}
 	sa_mutex_lock(&d->lock);
 	d->auto_plan = p;
@@ -164,6 +226,13 @@ void dev_auto_tick(struct mdev *d)
 		/* markers drive it, or it is over */
 		__atomic_store_n(&d->auto_next_try, UINT64_MAX,
 				 __ATOMIC_RELAXED);
+	} else if (d->auto_plan && !match_plan_pays(d->auto_plan)) {
+		/* found, but rejected by its check (said): no more tries */
+		stalloc_plan_free(d->auto_plan);
+		d->auto_plan = NULL;
+		d->mode = MDEV_OFF;
+		__atomic_store_n(&d->auto_next_try, UINT64_MAX,
+				 __ATOMIC_RELAXED);
 	} else if (d->auto_plan) {
 		switched = auto_use(d, d->auto_plan, true);
 		d->auto_plan = NULL;
@@ -185,8 +254,9 @@ void dev_auto_tick(struct mdev *d)
 	}
 	sa_mutex_unlock(&d->lock);
 	if (start) {
-		/* the planner reads what the recorder wrote so far */
-		if (trec_flush(d->rec) ||
+		/* the planner reads what the recorder wrote so far (and its
+		 * check replays as much) */
+		if (trec_flush(d->rec) || auto_snap_take(d) ||
 		    pthread_create(&d->auto_thread, NULL, auto_planner, d)) {
 			sa_mutex_lock(&d->lock);
 			d->auto_busy = false;

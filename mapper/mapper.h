@@ -251,6 +251,8 @@ enum mdev_mode { MDEV_OFF, MDEV_TRACE, MDEV_PLAN, MDEV_AUTO };
  *	far (half as many again after each try)
  * @auto_busy: a try's planner thread runs (under @lock)
  * @auto_markerless: @auto_plan came from a try without markers
+ * @auto_check: STALLOC_AUTO_CHECK: replay the trace with the plan first
+ * @auto_snap: bytes of the trace written when the running try began
  * @plan_path: where the plan in use came from (introspection)
  * @next_id: the last trace ID handed out
  * @st: statistics, under @lock (@st.bad_frees stays zero)
@@ -289,6 +291,8 @@ struct mdev {
 	uint64_t auto_try_at;
 	bool auto_busy;
 	bool auto_markerless;
+	bool auto_check;
+	uint64_t auto_snap;
 	char plan_path[4096];
 	uint64_t next_id;
 	struct stalloc_stats st;

@@ -19,6 +19,7 @@
  * cannot reach them.  No global state, no locks; the caller's plan is
  * written only on success.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -30,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../lib/options.h"
 #include "../lib/util.h"
 #include "planner.h"
 
@@ -46,43 +48,71 @@ struct verify_run {
 	bool dropped;
 };
 
-/* The caller's environment without STALLOC_* and LD_PRELOAD. */
+/*
+ * The caller's environment without STALLOC_* and LD_PRELOAD, and with no
+ * control socket (a replay is nobody's to inspect).
+ */
 static char **verify_env(void)
 {
+	static char no_ctl[] = "STALLOC_CTL=0";
 	size_t n = 0, k = 0;
 	char **env;
 
 	while (environ[n])
 		n++;
-	env = calloc(n + 1, sizeof(*env));
+	env = calloc(n + 2, sizeof(*env));
 	if (!env)
 		return NULL;
 	for (n = 0; environ[n]; n++)
 		if (strncmp(environ[n], "STALLOC_", 8) != 0 &&
 		    strncmp(environ[n], "LD_PRELOAD=", 11) != 0)
 			env[k++] = environ[n];
+	env[k] = no_ctl;
 	return env;
 }
 
-/* $STALLOC_REPLAY, else stalloc-replay beside this program, else $PATH. */
+/* @dir/@rel if it names an executable file. */
+static bool verify_try(char *buf, size_t len, const char *dir, const char *rel)
+{
+	int n = snprintf(buf, len, "%s/%s", dir, rel);
+
+	return n > 0 && (size_t)n < len && !access(buf, X_OK);
+}
+
+/*
+ * $STALLOC_REPLAY; else stalloc-replay beside the running program (the
+ * command-line tools), beside the library (a build tree, the Python
+ * package) or in the install prefix's bin/ (the library in lib/); else
+ * the one in $PATH.
+ */
 static void verify_tool(const char *replay, char *buf, size_t len)
 {
-	const char *env = getenv("STALLOC_REPLAY");
-	char self[4096], *slash;
+	const char *env = sa_opt_raw(SA_OPT_REPLAY);
+	char dir[4096], *slash;
+	Dl_info info;
 	ssize_t n;
 
 	if (replay || (env && *env)) {
 		snprintf(buf, len, "%s", replay ? replay : env);
 		return;
 	}
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
 	if (n > 0) {
-		self[n] = '\0';
-		slash = strrchr(self, '/');
+		dir[n] = '\0';
+		slash = strrchr(dir, '/');
 		if (slash) {
 			*slash = '\0';
-			n = snprintf(buf, len, "%s/stalloc-replay", self);
-			if (n > 0 && (size_t)n < len && !access(buf, X_OK))
+			if (verify_try(buf, len, dir, "stalloc-replay"))
+				return;
+		}
+	}
+	if (dladdr((void *)stalloc_plan_check, &info) && info.dli_fname &&
+	    snprintf(dir, sizeof(dir), "%s", info.dli_fname) > 0) {
+		slash = strrchr(dir, '/');
+		if (slash) {
+			*slash = '\0';
+			if (verify_try(buf, len, dir, "stalloc-replay") ||
+			    verify_try(buf, len, dir, "../bin/stalloc-replay"))
 				return;
 		}
 	}
@@ -248,10 +278,10 @@ static int verify_one(const char *tool, char **env, const char *policy,
 
 int stalloc_plan_check(struct stalloc_plan *plan, const char *plan_path,
 		       const char *trace, const char *replay,
-		       uint64_t granularity, struct stalloc_plan_check *out)
+		       uint64_t granularity, struct stalloc_plan_verdict *out)
 {
 	struct verify_run with = { 0 }, off = { 0 };
-	struct stalloc_plan_check c = { 0 };
+	struct stalloc_plan_verdict c = { 0 };
 	struct timespec t0, t1;
 	char tool[4096];
 	char **env;

@@ -809,9 +809,41 @@ static const char fake_replay[] =
 	"#!/bin/sh\n"
 	"r=100663296\n"
 	"for a; do [ \"$a\" = stalloc ] && r=104857600; done\n"
-	"env | grep -q '^STALLOC_' && exit 3\n"
+	"env | grep -v '^STALLOC_CTL=0$' | grep -q '^STALLOC_' && exit 3\n"
 	"echo \"{\\\"peak_reserved_bytes\\\": $r, \\\"plan_misses\\\": 0, "
 	"\\\"plan_dropped\\\": false}\"\n";
+
+/* The stand-in, as @tool in the scratch directory; STALLOC_REPLAY names it. */
+static void write_fake_replay(char *tool, size_t len)
+{
+	FILE *f;
+
+	snprintf(tool, len, "%s/fake-replay", dir);
+	f = fopen(tool, "w");
+	assert_non_null(f);
+	fputs(fake_replay, f);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(chmod(tool, 0755), 0);
+	setenv("STALLOC_REPLAY", tool, 1);
+}
+
+/* The check state of the plan file @path, once it has one (or none). */
+static int wait_verdict(const char *path, struct stalloc_plan_summary *sum)
+{
+	struct stalloc_plan *p = NULL;
+	int k;
+
+	for (k = 0; k < 500; k++) {
+		if (!stalloc_plan_read(path, &p)) {
+			stalloc_plan_summary(p, sum);
+			stalloc_plan_free(p);
+			if (sum->check != STALLOC_CHECK_NONE)
+				return sum->check;
+		}
+		usleep(10000);
+	}
+	return STALLOC_CHECK_NONE;
+}
 
 /*
  * Auto mode whose plan loses to off mode on its own trace (a stand-in
@@ -822,47 +854,26 @@ static void test_auto_rejected(void **state)
 {
 	char pattern[256], path[256], plan[272], tool[256];
 	struct stalloc_plan_summary sum;
-	struct stalloc_plan *p = NULL;
 	struct stalloc_stats st;
 	struct blk live[6];
-	FILE *f;
 	int k;
 
 	(void)state;
-	snprintf(tool, sizeof(tool), "%s/fake-replay", dir);
-	f = fopen(tool, "w");
-	assert_non_null(f);
-	fputs(fake_replay, f);
-	assert_int_equal(fclose(f), 0);
-	assert_int_equal(chmod(tool, 0755), 0);
+	write_fake_replay(tool, sizeof(tool));
 	snprintf(pattern, sizeof(pattern), "%s/auto-r-%%d.trace", dir);
 	snprintf(path, sizeof(path), "%s/auto-r-0.trace", dir);
 	snprintf(plan, sizeof(plan), "%s.plan", path);
 	setenv("STALLOC_MODE", "auto", 1);
 	setenv("STALLOC_AUTO_ITERS", "4", 1);
 	setenv("STALLOC_TRACE", pattern, 1);
-	setenv("STALLOC_REPLAY", tool, 1);
 	for (k = 0; k < 5; k++) {
 		stalloc_mark("iteration");
 		workload_iter(live, 1, false, false);
 	}
 	/* the planner thread writes the plan twice: wait for the verdict */
-	for (k = 0; k < 500; k++) {
-		stalloc_plan_free(p);
-		p = NULL;
-		if (!stalloc_plan_read(plan, &p)) {
-			stalloc_plan_summary(p, &sum);
-			if (sum.check != STALLOC_CHECK_NONE)
-				break;
-		}
-		usleep(10000);
-	}
-	assert_non_null(p);
-	stalloc_plan_summary(p, &sum);
-	assert_int_equal(sum.check, STALLOC_CHECK_REJECT);
+	assert_int_equal(wait_verdict(plan, &sum), STALLOC_CHECK_REJECT);
 	assert_int_equal(sum.check_planned, 104857600);
 	assert_int_equal(sum.check_off, 100663296);
-	stalloc_plan_free(p);
 	for (k = 0; k < 20; k++) {
 		stalloc_mark("iteration");
 		workload_iter(live, 1, false, false);
@@ -935,6 +946,48 @@ static void test_auto_no_markers(void **state)
 	assert_int_equal(b.plan_misses, 0);
 	stalloc_free(w, 0, 0, NULL);
 	unlink(path);
+	snprintf(path, sizeof(path), "%s/auto-nm-0.trace.plan", dir);
+	unlink(path);
+}
+
+/*
+ * The same without markers, the plan rejected by its check: replayed on a
+ * copy of the trace as far as it was planned (removed after), no more tries,
+ * no plan hit.
+ */
+static void test_auto_no_markers_rejected(void **state)
+{
+	char pattern[256], path[256], plan[272], part[272], tool[256];
+	struct stalloc_plan_summary sum;
+	struct stalloc_stats st;
+	int k;
+
+	(void)state;
+	write_fake_replay(tool, sizeof(tool));
+	snprintf(pattern, sizeof(pattern), "%s/auto-nr-%%d.trace", dir);
+	snprintf(path, sizeof(path), "%s/auto-nr-0.trace", dir);
+	snprintf(plan, sizeof(plan), "%s.plan", path);
+	snprintf(part, sizeof(part), "%s.part", path);
+	setenv("STALLOC_MODE", "auto", 1);
+	setenv("STALLOC_TRACE", pattern, 1);
+	for (k = 0; k < 2000; k++) {
+		layered_step();
+		if (!access(plan, F_OK))
+			break;
+		if (k > 40)
+			usleep(2000); /* the planner thread's turn */
+	}
+	assert_int_equal(wait_verdict(plan, &sum), STALLOC_CHECK_REJECT);
+	for (k = 0; k < 200; k++)
+		layered_step();
+	stalloc_stats(0, &st);
+	assert_int_equal(st.plan_hits, 0);
+	assert_int_equal(st.plan_misses, 0);
+	assert_int_equal(access(part, F_OK), -1);
+	unsetenv("STALLOC_REPLAY");
+	unlink(path);
+	unlink(plan);
+	unlink(tool);
 }
 
 /*
@@ -1558,6 +1611,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_auto_mode),
 		MAPPER_TEST(test_auto_rejected),
 		MAPPER_TEST(test_auto_no_markers),
+		MAPPER_TEST(test_auto_no_markers_rejected),
 		MAPPER_TEST(test_plan_reuse),
 		MAPPER_TEST(test_plan_lend),
 		MAPPER_TEST(test_plan_no_lend),

@@ -246,7 +246,7 @@ STALLOC_API size_t stalloc_plan_boundaries(const struct stalloc_plan *plan,
 					   const uint64_t **seq);
 
 /**
- * struct stalloc_plan_check - how a plan fared against its own trace
+ * struct stalloc_plan_verdict - how a plan fared against its own trace
  * @planned: peak bytes reserved replaying the trace with the plan
  * @off: the same in off mode (what the runtime does without a plan)
  * @misses: planned requests the runtime served elsewhere meanwhile
@@ -254,7 +254,7 @@ STALLOC_API size_t stalloc_plan_boundaries(const struct stalloc_plan *plan,
  * @granularity: the chunk size both replays used (the margin allowed)
  * @check_ms: wall time of both replays
  */
-struct stalloc_plan_check {
+struct stalloc_plan_verdict {
 	uint64_t planned;
 	uint64_t off;
 	uint64_t misses;
@@ -280,13 +280,15 @@ struct stalloc_plan_check {
  * reserves more than one chunk above off mode at the peak, or that the
  * runtime drops, is marked rejected (STALLOC_CHECK_REJECT): written again,
  * the runtime then ignores it and runs as in off mode.  Otherwise it is
- * marked passed.  Returns 0, or a negative errno when the check could not
- * run (no replay program, a replay failed); @plan is then left unchecked.
+ * marked passed.
+ *
+ * Return: 0, or a negative errno when the check could not run (no replay
+ * program, a replay that failed); @plan is then left unchecked.
  */
 STALLOC_API int stalloc_plan_check(struct stalloc_plan *plan,
 				   const char *plan_path, const char *trace,
 				   const char *replay, uint64_t granularity,
-				   struct stalloc_plan_check *out);
+				   struct stalloc_plan_verdict *out);
 
 /**
  * stalloc_plan_free() - free a plan

@@ -6,16 +6,21 @@ Two ranks of tests/torch/ddp.py (DistributedDataParallel, gloo, CPU torch,
 (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), three times:
 
 1. without stalloc: the losses of each rank;
-2. LD_PRELOAD=libstalloc-cpu.so, STALLOC_MODE=auto, the script unchanged:
-   losses bit-identical; with no marker at all, auto mode finds the
-   iterations in the requests and plans: at least a quarter of each rank's
-   routed allocations hit its plan (55% here), no miss;
+2. LD_PRELOAD=libstalloc-cpu.so, STALLOC_MODE=auto, the script unchanged,
+   the plan's check off (STALLOC_AUTO_CHECK=0): losses bit-identical; with
+   no marker at all, auto mode finds the iterations in the requests and
+   plans: at least a quarter of each rank's routed allocations hit its plan
+   (55% here), no miss;
 3. the same with the script's one stalloc.enable() line (--stalloc): the
    Python helper marks each optimizer step (torch 1.13: its Optimizer.step
-   wrappers), so each rank traces, plans for itself and switches.  Losses
-   bit-identical on both ranks, at least half of each rank's routed
-   allocations served by its plan, no miss, no bad free, and one trace per
-   rank from STALLOC_TRACE's %r.
+   wrappers), so each rank traces and plans for itself, and checks its plan
+   by replaying its trace with it and in off mode: losses bit-identical on
+   both ranks, each rank's plan written beside its trace with the verdict,
+   and the plan used only if it passed (this small job's plans reserve
+   42 MiB against off mode's 34: rejected, no plan hit), no miss, no bad
+   free, and one trace per rank from STALLOC_TRACE's %r;
+4. the same with the check off: each rank switches to its plan, at least
+   half of its routed allocations served by it.
 
 Prints TAP; skips when /usr/bin/python3 cannot import torch.  O: build dir.
 """
@@ -36,6 +41,18 @@ DDP = os.path.join(HERE, "ddp.py")
 TORCH_PY = "/usr/bin/python3"
 STEPS = 16
 WORLD = 2
+
+
+def check_line(path):
+    """The STATE PLANNED OFF of a plan file's check line, or []."""
+    try:
+        with open(path) as f:
+            for ln in f:
+                if ln.startswith("check "):
+                    return ln.split()[1:]
+    except OSError:
+        pass
+    return []
 
 
 def free_port():
@@ -127,7 +144,7 @@ def main():
         auto = {"LD_PRELOAD": cpu, "STALLOC_MODE": "auto",
                 "STALLOC_TRACE": os.path.join(tmp, "auto-r%r.trace")}
 
-        pre = job(tmp, "preload", env=auto)
+        pre = job(tmp, "preload", env=dict(auto, STALLOC_AUTO_CHECK="0"))
         ok(same_losses(base, pre) and all(r["stats"] and
                                           r["stats"]["routed"] > 0
                                           for r in pre),
@@ -158,12 +175,15 @@ def main():
         for i, r in enumerate(en):
             st = r["stats"] or {}
             hits, routed = st.get("plan_hits", 0), st.get("routed", 0)
-            ok(routed > 0 and 2 * hits >= routed and
+            verdict = check_line(os.path.join(tmp, "auto-r%d.trace.plan" % i))
+            used = verdict[:1] == ["pass"] and 2 * hits >= routed
+            unused = verdict[:1] == ["reject"] and hits == 0
+            ok(routed > 0 and (used or unused) and
                st.get("plan_misses") == 0 and st.get("bad_frees") == 0,
-               "rank %d: %d plan hits of %d routed allocations (%.1f%%), "
-               "no miss, no bad free" % (i, hits, routed,
-                                         100.0 * hits / max(routed, 1)),
-               diag(en))
+               "rank %d: its plan checked (%s), %d plan hits of %d routed "
+               "allocations (%.1f%%): used only if passed; no miss, no bad "
+               "free" % (i, " ".join(verdict) or "no verdict", hits, routed,
+                         100.0 * hits / max(routed, 1)), diag(en))
         traces = sorted(f for f in os.listdir(tmp) if f.endswith(".trace"))
         marks = []
         for f in traces:
@@ -176,6 +196,24 @@ def main():
            "one auto-mode trace per rank (STALLOC_TRACE=auto-r%%r.trace), "
            "each with the optimizer steps marked (%s)" % marks,
            "traces %s" % traces)
+
+        for f in os.listdir(tmp):
+            if ".trace" in f:
+                os.unlink(os.path.join(tmp, f))
+        nc = job(tmp, "enable-nocheck", ["--stalloc"],
+                 env=dict(auto, STALLOC_AUTO_CHECK="0"))
+        ok(same_losses(base, nc),
+           "the same with STALLOC_AUTO_CHECK=0: losses bit-identical",
+           diag(nc))
+        for i, r in enumerate(nc):
+            st = r["stats"] or {}
+            hits, routed = st.get("plan_hits", 0), st.get("routed", 0)
+            ok(routed > 0 and 2 * hits >= routed and
+               st.get("plan_misses") == 0 and st.get("bad_frees") == 0,
+               "rank %d, check off: %d plan hits of %d routed allocations "
+               "(%.1f%%), no miss, no bad free"
+               % (i, hits, routed, 100.0 * hits / max(routed, 1)),
+               diag(nc))
     finally:
         cleanup(tmp)
     return done()

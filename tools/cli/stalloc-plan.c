@@ -56,7 +56,7 @@ struct args {
 	bool json, no_check;
 	uint64_t granularity;
 	struct stalloc_plan_options opts;
-	struct stalloc_plan_check check;
+	struct stalloc_plan_verdict check;
 };
 
 static int bad_usage(const char *why, const char *what)
