@@ -14,7 +14,7 @@ PLAN="$O/stalloc-plan"
 W="$SHARED/workloads"
 . tests/tap.sh
 
-echo "1..37"
+echo "1..39"
 expect 0 "--help" "$PLAN" --help
 expect 2 "no input" "$PLAN"
 expect 2 "unknown option" "$PLAN" --frobnicate x
@@ -118,6 +118,11 @@ if [ -n "${FAKE_FAIL:-}" ]; then
 	exit 1
 fi
 [ "$pol" = stalloc ] && r=$FAKE_PLANNED || r=$FAKE_OFF
+if [ "$pol" = stalloc ] && [ -n "${FAKE_DROP:-}" ]; then
+	# as stalloc-replay does: the report, then exit 2
+	echo "{\"peak_reserved_bytes\": $r, \"plan_misses\": 7, \"plan_dropped\": true}"
+	exit 2
+fi
 echo "{\"peak_reserved_bytes\": $r, \"plan_misses\": 7, \"plan_dropped\": false}"
 SH
 chmod +x "$tmp/fake-replay"
@@ -136,6 +141,11 @@ expect 0 "a plan exactly one chunk above off mode" \
 	"$PLAN" -o "$tmp/p.plan" "$W/cpu-torch/gpt-dense.trace"
 grep -q "^check pass " "$tmp/p.plan"
 ok $? "passes"
+expect 0 "a plan the runtime drops on its own trace" \
+	fake env FAKE_DROP=1 FAKE_PLANNED=100663296 FAKE_OFF=100663296 \
+	"$PLAN" -o "$tmp/dr.plan" "$W/cpu-torch/gpt-dense.trace"
+grep -q "^check reject 100663296 100663296$" "$tmp/dr.plan"
+ok $? "is rejected, though no larger"
 expect 0 "a replay that fails" fake env FAKE_FAIL=1 FAKE_PLANNED=1 \
 	FAKE_OFF=1 "$PLAN" -o "$tmp/f.plan" "$W/cpu-torch/gpt-dense.trace"
 grep -q "^check none 0 0$" "$tmp/f.plan" &&
