@@ -94,6 +94,13 @@ static bool matcher_tables(struct matcher *m)
 	return true;
 }
 
+/* Does the iteration under way record its sizes for fingerprint_ok()? */
+static bool checking(const struct matcher *m)
+{
+	return m->marks == m->plan->warmup + 1 ||
+	       (m->suspect && m->marks == m->plan->warmup + 2);
+}
+
 bool match_plan_pays(const struct stalloc_plan *plan)
 {
 	size_t i;
@@ -928,7 +935,7 @@ static bool place_near_cursor(struct matcher *m, uint64_t asize, void *stream,
 		*ent = MATCH_REUSED;
 		return true;
 	}
-	if (m->marks == m->plan->warmup + 1 && !m->seen_size[e])
+	if (checking(m) && !m->seen_size[e])
 		m->seen_size[e] = asize;
 	if (loose && too_loose(m, e, asize)) {
 		*missed = true;
@@ -1137,12 +1144,17 @@ static bool next_iteration(struct matcher *m)
 	m->warm_misses = 0;
 	if (m->marks == m->plan->warmup + 1 || m->marks == m->plan->warmup + 2)
 		m->warm_done = true;
-	if (m->disabled || m->marks != m->plan->warmup + 2 || fingerprint_ok(m))
+	if (m->disabled || m->marks < m->plan->warmup + 2 ||
+	    m->marks > m->plan->warmup + 2 + m->suspect || fingerprint_ok(m))
 		return true;
 	/*
-	 * The first planned iteration differs from the plan.  A few strays
-	 * are what the matcher absorbs; a plan made for another workload
-	 * (most requests differ) is dropped.
+	 * A planned iteration differs from the plan.  A few strays are what
+	 * the matcher absorbs; a plan made for another workload (most
+	 * requests differ) is dropped -- when the second planned iteration
+	 * differs too: one odd iteration (an MoE step whose routing derailed
+	 * the matcher for a while) is no reason to give up a plan that the
+	 * next ones follow, and a plan for another workload differs in
+	 * every iteration.
 	 */
 	exact = exact_matches(m, &total);
 	if (exact * 2 >= total) {
@@ -1150,6 +1162,17 @@ static bool next_iteration(struct matcher *m)
 		       "runtime: device %d: %zu of %zu planned requests "
 		       "differ from the plan; going on with it",
 		       vmm_device(m->vmm), total - exact, total);
+		return true;
+	}
+	if (!m->suspect) {
+		sa_log(STALLOC_LOG_WARN,
+		       "runtime: device %d: %zu of %zu planned requests "
+		       "differ from the plan in its first iteration; the "
+		       "next one decides",
+		       vmm_device(m->vmm), total - exact, total);
+		m->suspect = true;
+		memset(m->seen_size, 0,
+		       m->plan->nr_ent * sizeof(*m->seen_size));
 		return true;
 	}
 	m->disabled = true;

@@ -93,7 +93,10 @@ struct clear_seg {
  *	them all
  * @ss: the device's streams
  * @seen_size: sizes seen at planned positions in the first planned
- *	iteration, for the fingerprint check
+ *	iteration (and the second, when the first differed), for the
+ *	fingerprint check
+ * @suspect: the first planned iteration differed from the plan: the
+ *	second decides whether it is dropped
  * @warm_done: the first planned iteration just began or ended: the
  *	warm-up's dynamic memory can go (the runtime clears it)
  * @warm_misses: requests of the warm-up's last iteration that matched
@@ -138,6 +141,7 @@ struct matcher {
 	uint64_t mapped_bytes; /* of the pool */
 	uint64_t live_bytes; /* slot bytes of @live */
 	uint64_t *seen_size;
+	bool suspect;
 	bool warm_done;
 	uint64_t warm_misses;
 	bool syncing; /* wait for the start of an iteration */
