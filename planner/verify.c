@@ -256,7 +256,7 @@ static int verify_one(const char *tool, char **env, const char *policy,
 		      uint64_t granularity, struct verify_run *r)
 {
 	char gran[32], *argv[12], *out = NULL;
-	int k = 0, status, err;
+	int k = 0, status = 0, err;
 
 	argv[k++] = (char *)tool;
 	argv[k++] = (char *)"--json";
@@ -275,8 +275,8 @@ static int verify_one(const char *tool, char **env, const char *policy,
 	argv[k++] = (char *)trace;
 	argv[k] = NULL;
 	err = verify_spawn(argv, env, &status, &out);
-	if (err)
-		return err;
+	if (err || !out)
+		return err ? err : -ENOMEM;
 	err = verify_parse(tool, out, status, r);
 	free(out);
 	return err;

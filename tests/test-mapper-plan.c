@@ -608,68 +608,66 @@ static void test_plan_phase(void **state)
 	unlink(plan);
 }
 
-static void test_plan_other_workload(void **state)
+/*
+ * Plan the workload, then run it with @weights bytes of weights: @n
+ * iterations at the scales @scale[0..n-1] (1: as planned, 2 or more: its
+ * sizes that many times larger), then one more at @scale[n]; *@a and *@b
+ * are the statistics before and after that last one.
+ */
+static void drop_run(size_t weights, const size_t *scale, int n,
+		     struct stalloc_stats *a, struct stalloc_stats *b)
 {
 	enum stalloc_log_level old = stalloc_set_log_level(STALLOC_LOG_NONE);
-	struct stalloc_stats a, b;
 	struct blk live[6];
 	char plan[256];
 	void *w;
 	int k;
 
-	(void)state;
 	make_plan(plan, sizeof(plan));
-	w = stalloc_malloc(64 * MB, 0, NULL); /* another model */
-	for (k = 0; k < 3; k++) {
+	w = stalloc_malloc(weights, 0, NULL);
+	for (k = 0; k <= n; k++) {
+		if (k == n)
+			stalloc_stats(0, a);
 		stalloc_mark("iteration");
-		workload_iter(live, 2, false, false);
+		workload_iter(live, scale[k], false, false);
 	}
-	stalloc_stats(0, &a);
-	stalloc_mark("iteration");
-	workload_iter(live, 2, false, false);
-	stalloc_stats(0, &b);
-	/* dropped after the second planned iteration (the first differed
-	 * too): all dynamic now */
-	assert_int_equal(b.plan_hits, a.plan_hits);
-	assert_int_equal(b.plan_misses, a.plan_misses);
+	stalloc_stats(0, b);
 	stalloc_free(w, 0, 0, NULL);
 	unlink(plan);
 	stalloc_set_log_level(old);
 }
 
+static void test_plan_other_workload(void **state)
+{
+	static const size_t scale[] = { 2, 2, 2, 2 }; /* another model */
+	struct stalloc_stats a, b;
+
+	(void)state;
+	drop_run(64 * MB, scale, 3, &a, &b);
+	/* dropped after the second planned iteration (the first differed
+	 * too): all dynamic now */
+	assert_int_equal(b.plan_hits, a.plan_hits);
+	assert_int_equal(b.plan_misses, a.plan_misses);
+}
+
 /*
  * One planned iteration unlike the plan (every size 7 times the planned
- * one: none fits a slot), then the
- * workload again: the second planned iteration follows the plan, so it is
- * kept (dropping at the first cost an MoE rank 684 MiB: mapper.rst).
+ * one: none fits a slot), then the workload again: the second planned
+ * iteration follows the plan, so it is kept (dropping at the first cost
+ * an MoE rank 684 MiB: Documentation/mapper.rst).
  */
 static void test_plan_odd_iteration(void **state)
 {
-	enum stalloc_log_level old = stalloc_set_log_level(STALLOC_LOG_NONE);
+	/* the warm-up, the odd one, two more, then the one measured */
+	static const size_t scale[] = { 1, 7, 1, 1, 1 };
 	struct stalloc_stats a, b;
-	struct blk live[6];
-	char plan[256];
-	void *w;
-	int k;
 
 	(void)state;
-	make_plan(plan, sizeof(plan));
-	w = stalloc_malloc(32 * MB, 0, NULL);
-	for (k = 0; k < 4; k++) { /* the warm-up, the odd one, two more */
-		stalloc_mark("iteration");
-		workload_iter(live, k == 1 ? 7 : 1, false, false);
-	}
-	stalloc_stats(0, &a);
+	drop_run(32 * MB, scale, 4, &a, &b);
 	assert_true(a.plan_misses >= 6);
-	stalloc_mark("iteration");
-	workload_iter(live, 1, false, false);
-	stalloc_stats(0, &b);
 	/* still planned: a whole iteration hits */
 	assert_int_equal(b.plan_hits - a.plan_hits, 6);
 	assert_int_equal(b.plan_misses, a.plan_misses);
-	stalloc_free(w, 0, 0, NULL);
-	unlink(plan);
-	stalloc_set_log_level(old);
 }
 
 static void test_plan_corrupt(void **state)

@@ -886,6 +886,29 @@ static void ed_version1(char *t)
 	drop_line(t, "\ncheck ");
 }
 
+/* A plan rejected by its check, with both peaks. */
+static void ed_rejected(char *t)
+{
+	swap_str(t, "\ncheck none 0 0", "\ncheck reject 300 200");
+}
+
+/* @good edited by @edit, resealed, written and read back (it must read). */
+static struct stalloc_plan *read_edited(const char *good,
+					void (*edit)(char *text))
+{
+	char *text = malloc(strlen(good) + 64);
+	struct stalloc_plan *p = NULL;
+
+	assert_non_null(text);
+	strcpy(text, good);
+	edit(text);
+	reseal(text);
+	write_text(plan_path, text);
+	free(text);
+	assert_int_equal(stalloc_plan_read(plan_path, &p), 0);
+	return p;
+}
+
 static void test_plan_corruption(void **state)
 {
 	struct stalloc_plan *p = plan_of(workload("cpu-torch/gpt-moe.trace"));
@@ -923,46 +946,21 @@ static void test_plan_corruption(void **state)
 	assert_true(p->warmstart < p->nr_prologue);
 	stalloc_plan_free(p);
 	/* a version 1 file too: the warm-up's start not known */
-	{
-		char *v1 = malloc(strlen(good) + 64);
-
-		assert_non_null(v1);
-		strcpy(v1, good);
-		ed_version1(v1);
-		reseal(v1);
-		write_text(plan_path, v1);
-		free(v1);
-		assert_int_equal(stalloc_plan_read(plan_path, &p), 0);
-		assert_int_equal(p->warmstart, p->nr_prologue);
-		assert_int_equal(p->check, STALLOC_CHECK_NONE);
-		stalloc_plan_free(p);
-	}
+	p = read_edited(good, ed_version1);
+	assert_int_equal(p->warmstart, p->nr_prologue);
+	assert_int_equal(p->check, STALLOC_CHECK_NONE);
+	stalloc_plan_free(p);
 	/* and version 2: not checked, used as before */
-	{
-		char *v2 = malloc(strlen(good) + 64);
-
-		assert_non_null(v2);
-		strcpy(v2, good);
-		ed_version2(v2);
-		reseal(v2);
-		write_text(plan_path, v2);
-		free(v2);
-		assert_int_equal(stalloc_plan_read(plan_path, &p), 0);
-		assert_true(p->warmstart < p->nr_prologue);
-		assert_int_equal(p->check, STALLOC_CHECK_NONE);
-		stalloc_plan_free(p);
-	}
+	p = read_edited(good, ed_version2);
+	assert_true(p->warmstart < p->nr_prologue);
+	assert_int_equal(p->check, STALLOC_CHECK_NONE);
+	stalloc_plan_free(p);
 	/* a verdict reads back, and is written again as it was */
 	{
 		struct stalloc_plan_summary sum;
-		char *rj = malloc(strlen(good) + 64), *again;
+		char *again;
 
-		assert_non_null(rj);
-		strcpy(rj, good);
-		swap_str(rj, "\ncheck none 0 0", "\ncheck reject 300 200");
-		reseal(rj);
-		write_text(plan_path, rj);
-		assert_int_equal(stalloc_plan_read(plan_path, &p), 0);
+		p = read_edited(good, ed_rejected);
 		stalloc_plan_summary(p, &sum);
 		assert_int_equal(sum.check, STALLOC_CHECK_REJECT);
 		assert_int_equal(sum.check_planned, 300);
@@ -972,7 +970,6 @@ static void test_plan_corruption(void **state)
 		again = read_text(plan_path);
 		assert_non_null(strstr(again, "\ncheck reject 300 200\n"));
 		free(again);
-		free(rj);
 	}
 	free(good);
 	unlink(plan_path);
