@@ -10,7 +10,9 @@ Two ranks of tests/torch/ddp.py (DistributedDataParallel, gloo, CPU torch,
    the plan's check off (STALLOC_AUTO_CHECK=0): losses bit-identical; with
    no marker at all, auto mode finds the iterations in the requests and
    plans: at least a quarter of each rank's routed allocations hit its plan
-   (55% here), no miss;
+   (55% here), no miss; then the same with the check: the plan written
+   beside the trace with its verdict, used only if it passed, the copy of
+   the trace the check replayed removed;
 3. the same with the script's one stalloc.enable() line (--stalloc): the
    Python helper marks each optimizer step (torch 1.13: its Optimizer.step
    wrappers), so each rank traces and plans for itself, and checks its plan
@@ -52,6 +54,21 @@ def served(r, share):
             st.get("plan_misses") == 0 and st.get("bad_frees") == 0)
     return good, "%d plan hits of %d routed allocations (%.1f%%)" % (
         hits, routed, 100.0 * hits / max(routed, 1))
+
+
+def checked(r, plan, share):
+    """(ok, text) for a rank whose plan file @plan has a verdict: used
+    (at least 1/@share of its routed allocations) if it passed, never if
+    it was rejected; no miss, no bad free either way."""
+    verdict = check_line(plan)
+    good, text = served(r, share)
+    st = r["stats"] or {}
+    unused = (verdict[:1] == ["reject"] and st.get("routed", 0) > 0 and
+              st.get("plan_hits", 0) == 0 and st.get("plan_misses") == 0 and
+              st.get("bad_frees") == 0)
+    return ((verdict[:1] == ["pass"] and good) or unused,
+            "its plan checked (%s), %s: used only if passed"
+            % (" ".join(verdict) or "no verdict", text))
 
 
 def clear_traces(tmp):
@@ -176,6 +193,22 @@ def main():
             ok(good, "LD_PRELOAD alone, rank %d: iterations found without "
                "markers, %s, no miss" % (i, text), diag(pre))
 
+        # the same with the check: each rank's markerless try is replayed
+        # on a copy of its trace as far as planned, and its plan used only
+        # if it passed
+        clear_traces(tmp)
+        prc = job(tmp, "preload-checked", env=auto)
+        ok(same_losses(base, prc),
+           "LD_PRELOAD alone, the plan checked: losses bit-identical",
+           diag(prc))
+        for i, r in enumerate(prc):
+            good, text = checked(r, os.path.join(tmp, "auto-r%d.trace.plan"
+                                                 % i), 4)
+            ok(good and not os.path.exists(os.path.join(
+                tmp, "auto-r%d.trace.part" % i)),
+               "LD_PRELOAD alone, rank %d: %s; the trace's copy removed"
+               % (i, text), diag(prc))
+
         clear_traces(tmp)
         en = job(tmp, "enable", ["--stalloc"], env=auto)
         ok(same_losses(base, en),
@@ -183,17 +216,10 @@ def main():
            "bit-identical to the run without stalloc on every rank",
            diag(en))
         for i, r in enumerate(en):
-            st = r["stats"] or {}
-            verdict = check_line(os.path.join(tmp, "auto-r%d.trace.plan" % i))
-            good, text = served(r, 2)
-            unused = (verdict[:1] == ["reject"] and st.get("routed", 0) > 0
-                      and st.get("plan_hits", 0) == 0 and
-                      st.get("plan_misses") == 0 and
-                      st.get("bad_frees") == 0)
-            ok((verdict[:1] == ["pass"] and good) or unused,
-               "rank %d: its plan checked (%s), %s: used only if passed; "
-               "no miss, no bad free"
-               % (i, " ".join(verdict) or "no verdict", text), diag(en))
+            good, text = checked(r, os.path.join(tmp, "auto-r%d.trace.plan"
+                                                 % i), 2)
+            ok(good, "rank %d: %s; no miss, no bad free" % (i, text),
+               diag(en))
         traces = sorted(f for f in os.listdir(tmp) if f.endswith(".trace"))
         marks = []
         for f in traces:
