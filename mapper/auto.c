@@ -154,6 +154,15 @@ static void auto_check(struct mdev *d, struct stalloc_plan *p, bool markerless)
 						"going on in off mode");
 }
 
+/* Auto mode's plan was rejected by its check (device lock held). */
+static void auto_rejected(struct mdev *d, const struct stalloc_plan *p)
+{
+	char path[4096 + 8];
+
+	snprintf(path, sizeof(path), "%s.plan", d->auto_path);
+	dev_plan_rejected(d, path, p);
+}
+
 /* How much of the trace a try without markers plans (0 or -errno). */
 static int auto_snap_take(struct mdev *d)
 {
@@ -228,6 +237,7 @@ void dev_auto_tick(struct mdev *d)
 				 __ATOMIC_RELAXED);
 	} else if (d->auto_plan && !match_plan_pays(d->auto_plan)) {
 		/* found, but rejected by its check (said): no more tries */
+		auto_rejected(d, d->auto_plan);
 		stalloc_plan_free(d->auto_plan);
 		d->auto_plan = NULL;
 		d->mode = MDEV_OFF;
@@ -321,6 +331,8 @@ void dev_auto_mark(struct mdev *d)
 	sa_mutex_lock(&d->lock);
 	p = d->auto_plan;
 	d->auto_plan = NULL;
+	if (p && p->check == STALLOC_CHECK_REJECT)
+		auto_rejected(d, p);
 	if (p && !match_plan_pays(p)) {
 		if (p->check != STALLOC_CHECK_REJECT) /* (said already) */
 			sa_log(STALLOC_LOG_INFO,

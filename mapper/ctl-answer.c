@@ -235,6 +235,7 @@ static int dev_plan(struct ctl_buf *b, const struct mapper_view *v, bool json)
 {
 	uint64_t seen = v->st.plan_hits + v->st.plan_misses;
 	const char *state =
+		v->rejected ? "rejected by its check (off mode)" :
 		!v->planned ? "none" :
 		v->disabled ? "dropped (made for another workload)" :
 			      "in use";
@@ -260,6 +261,8 @@ static int dev_plan(struct ctl_buf *b, const struct mapper_view *v, bool json)
 	}
 	ctl_printf(b, "device %d: mode %s, plan %s\n", v->device, v->mode,
 		   state);
+	if (v->rejected)
+		ctl_printf(b, "  plan          %s\n", v->plan_path);
 	if (!v->planned)
 		return 0;
 	ctl_printf(b,

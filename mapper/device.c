@@ -129,6 +129,21 @@ void dev_release(struct mdev *d, unsigned int slot, bool may_sync)
 }
 
 /*
+ * @plan, read from or written to @path, was rejected by its check: say so
+ * to the control socket (stallocctl plan).  Device lock held, or the
+ * device not yet published.
+ */
+void dev_plan_rejected(struct mdev *d, const char *path,
+		       const struct stalloc_plan *plan)
+{
+	snprintf(d->plan_path, sizeof(d->plan_path),
+		 "%.3900s (replayed on its trace: %" PRIu64
+		 " bytes reserved with it, %" PRIu64 " in off mode)",
+		 path, plan->check_planned, plan->check_off);
+	d->plan_rejected = true;
+}
+
+/*
  * Plan mode: read STALLOC_PLAN and put the static pool at the start of the
  * space, the dynamic region after it.  A plan that cannot be used is
  * reported and the device goes on in off mode: a bad plan must never stop
@@ -147,7 +162,8 @@ static void dev_load_plan(struct mdev *d)
 	if (!err)
 		err = stalloc_plan_read(path, &plan);
 	if (!err && !match_plan_pays(plan)) {
-		if (plan->check == STALLOC_CHECK_REJECT)
+		if (plan->check == STALLOC_CHECK_REJECT) {
+			dev_plan_rejected(d, path, plan);
 			sa_log(STALLOC_LOG_INFO,
 			       "runtime: device %d: %s was rejected by its "
 			       "check (replayed, it reserved %" PRIu64
@@ -155,7 +171,7 @@ static void dev_load_plan(struct mdev *d)
 			       "): running as in off mode",
 			       d->device, path, plan->check_planned,
 			       plan->check_off);
-		else
+		} else
 			sa_log(STALLOC_LOG_INFO,
 			       "runtime: device %d: %s plans no steady "
 			       "iteration (one recorded step?): running as "

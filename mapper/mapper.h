@@ -253,7 +253,9 @@ enum mdev_mode { MDEV_OFF, MDEV_TRACE, MDEV_PLAN, MDEV_AUTO };
  * @auto_markerless: @auto_plan came from a try without markers
  * @auto_check: STALLOC_AUTO_CHECK: replay the trace with the plan first
  * @auto_snap: bytes of the trace written when the running try began
- * @plan_path: where the plan in use came from (introspection)
+ * @plan_path: where the plan in use came from (introspection), or the
+ *	plan its check rejected (@plan_rejected) and the two peaks
+ * @plan_rejected: plan or auto mode was given a plan its check rejected
  * @next_id: the last trace ID handed out
  * @st: statistics, under @lock (@st.bad_frees stays zero)
  * @bad_frees: frees of unknown or mismatched pointers (atomic, no lock)
@@ -294,6 +296,7 @@ struct mdev {
 	bool auto_check;
 	uint64_t auto_snap;
 	char plan_path[4096];
+	bool plan_rejected;
 	uint64_t next_id;
 	struct stalloc_stats st;
 	uint64_t bad_frees;
@@ -337,6 +340,9 @@ static inline struct mdev *dev_peek(int device)
  * either yet.
  */
 void dev_regions(struct mdev *d, uint64_t lo);
+/* Tell the control socket that @plan (at @path) was rejected by its check. */
+void dev_plan_rejected(struct mdev *d, const char *path,
+		       const struct stalloc_plan *plan);
 /*
  * Unmap what is free in the dynamic and the slabs' regions, once its last
  * users' work is complete (dyn_release(); @slot: the stream the caller
@@ -415,6 +421,7 @@ struct mapper_busy {
  * @st: its statistics
  * @peak: where its reserved bytes were at their peak
  * @planned: a plan is in use; @disabled: it was dropped (another workload)
+ * @rejected: no plan in use: the one given was rejected by its check
  * @plan_path: where the plan came from
  * @fingerprint, @nr_entries, @nr_positions, @warmup: the plan's
  * @cursor: the matcher's next expected position
@@ -432,6 +439,7 @@ struct mapper_view {
 	struct stalloc_peak peak;
 	bool planned;
 	bool disabled;
+	bool rejected;
 	char plan_path[4096];
 	uint64_t fingerprint;
 	uint64_t nr_entries;

@@ -198,6 +198,10 @@ int mapper_view_get(int device, struct mapper_view *v)
 	v->mode = mode_name(d);
 	v->peak = d->peak;
 	v->planned = d->planned;
+	v->rejected = !d->planned && d->plan_rejected;
+	if (v->rejected)
+		snprintf(v->plan_path, sizeof(v->plan_path), "%s",
+			 d->plan_path);
 	if (d->planned) {
 		const struct matcher *m = &d->match;
 

@@ -226,6 +226,29 @@ PY
 	kill -INT $pid
 	wait $pid
 	ok $? "the held replay ends on SIGINT"
+	# a plan its check rejected: stallocctl plan says so, and why
+	"$O/stalloc-plan" --no-check -o "$tmp/rj.plan" "$dense" >/dev/null &&
+		python3 - "$tmp/rj.plan" <<'PY'
+import sys, zlib
+path = sys.argv[1]
+text = open(path).read()
+body = text[:text.index("checksum ")].replace("\ncheck none 0 0\n",
+                                              "\ncheck reject 300 200\n")
+open(path, "w").write(body + "checksum 0x%08x\n" % zlib.crc32(body.encode()))
+PY
+	"$O/stalloc-replay" --hold --plan "$tmp/rj.plan" "$dense" \
+		>"$tmp/rj.out" 2>&1 &
+	pid=$!
+	for _ in $(seq 200); do
+		grep -q holding "$tmp/rj.out" && break
+		sleep 0.1
+	done
+	$CTL -p $pid plan >"$tmp/rj.ctl" &&
+		grep -q "plan rejected by its check (off mode)" "$tmp/rj.ctl" &&
+		grep -q "rj.plan (replayed on its trace: 300 bytes reserved with it, 200 in off mode)" "$tmp/rj.ctl"
+	ok $? "stallocctl plan: a plan its check rejected, named, with both peaks"
+	kill -INT $pid
+	wait $pid
 else
 	echo "ok $((n = n + 1)) # SKIP held replay: no $dense or stalloc-replay"
 fi
