@@ -6,13 +6,15 @@
  * for "iteration", moves the matcher on (plan and auto modes).  Auto mode
  * traces the first STALLOC_AUTO_ITERS iterations (the dynamic region
  * starts half-way up the space, leaving the lower half for the pool), then
- * plans them in a background thread and switches to the plan at an
- * iteration start, without a restart; if it cannot plan, the device goes
- * on in off mode.
+ * plans them in a background thread, checks the plan by replaying the
+ * trace with it and in off mode (TRACE.plan, planner/verify.c), and
+ * switches to it at an iteration start, without a restart; if it cannot
+ * plan, or the check rejects the plan, the device goes on in off mode.
  *
- * Locking: the planner thread holds no lock while planning and publishes
- * its plan under the device lock; the switch happens under the device
- * lock at a marker.  Markers arrive on the training thread.
+ * Locking: the planner thread holds no lock while planning and checking
+ * (the replays are child processes) and publishes its plan under the
+ * device lock; the switch happens under the device lock at a marker.
+ * Markers arrive on the training thread.
  */
 #include <errno.h>
 #include <fcntl.h>
