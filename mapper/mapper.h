@@ -294,15 +294,15 @@ struct mdev {
 	bool auto_busy;
 	bool auto_markerless;
 	bool auto_check;
+	bool plan_rejected;
+	bool warm_trim;
 	uint64_t auto_snap;
 	char plan_path[4096];
-	bool plan_rejected;
 	uint64_t next_id;
 	struct stalloc_stats st;
 	uint64_t bad_frees;
 	double fraction;
 	uint64_t cache_limit;
-	bool warm_trim;
 	struct mdev *orphan_next;
 	struct stalloc_peak peak;
 	uint64_t warm_id;
