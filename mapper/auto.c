@@ -108,6 +108,12 @@ out_in:
 	return err;
 }
 
+/* Where auto mode writes its plan: beside the trace, as TRACE.plan. */
+static void auto_plan_path(const struct mdev *d, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s.plan", d->auto_path);
+}
+
 /*
  * Replay the traced iterations with @p and in off mode (planner/verify.c).
  * The plan is written beside the trace for it (and for the user:
@@ -124,7 +130,7 @@ static void auto_check(struct mdev *d, struct stalloc_plan *p, bool markerless)
 	struct stalloc_plan_verdict c;
 	int err;
 
-	snprintf(path, sizeof(path), "%s.plan", d->auto_path);
+	auto_plan_path(d, path, sizeof(path));
 	snprintf(copy, sizeof(copy), "%s.part", d->auto_path);
 	err = stalloc_plan_write(p, path);
 	if (!err && markerless) {
@@ -161,7 +167,7 @@ static void auto_rejected(struct mdev *d, const struct stalloc_plan *p)
 {
 	char path[4096 + 8];
 
-	snprintf(path, sizeof(path), "%s.plan", d->auto_path);
+	auto_plan_path(d, path, sizeof(path));
 	dev_plan_rejected(d, path, p);
 }
 
