@@ -131,7 +131,7 @@ FAKE_SO := $(O)/libcuda-fake.so
 FAKE_SRCS := $(wildcard tests/fakecuda/fakecuda*.c)
 TEST_NAMES := test-vmm test-util test-vmm-faults test-planner test-pack \
 	test-recorder test-mapper test-mapper-plan test-mapper-streams \
-	test-lock test-options test-clear
+	test-lock test-options test-clear test-segs
 TEST_BINS := $(TEST_NAMES:%=$(O)/tests/%)
 ifeq ($(HAVE_CUDA_H),y)
 TEST_BINS += $(O)/tests/fakecuda-selftest

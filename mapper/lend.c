@@ -165,6 +165,8 @@ uint64_t match_lend(struct matcher *m, uint64_t va, uint64_t bytes,
 			at = m->live[i].off + m->live[i].size;
 	}
 	n = drop_busy(m, va, bytes, v, n);
+	if (m->busy_bytes)
+		n = drop_busy(m, m->base + m->busy_off, m->busy_bytes, v, n);
 	qsort(v, n, sizeof(*v), by_due_desc);
 	/* what is known complete first: the host waits only if that is short */
 	for (pass = 0; pass < 2 && freed < want; pass++)

@@ -148,6 +148,11 @@ int match_init(struct matcher *m, struct stalloc_plan *plan,
 		match_destroy(m);
 		return sa_error(-ENOMEM, "runtime: out of host memory");
 	}
+	if (!pool_segs_build(m))
+		sa_log(STALLOC_LOG_WARN,
+		       "runtime: device %d: no host memory to mark the plan's "
+		       "free ranges; its pool maps in large segments",
+		       vmm_device(vmm));
 	if (!clear_build(m)) /* reuse() then takes the first range with room */
 		sa_log(STALLOC_LOG_WARN,
 		       "runtime: device %d: no host memory for the tables of "
@@ -166,6 +171,7 @@ void match_destroy(struct matcher *m)
 	free(m->use);
 	free(m->clear);
 	free(m->clear_first);
+	free(m->fine);
 	stalloc_plan_free(m->plan);
 	memset(m, 0, sizeof(*m));
 }
@@ -344,6 +350,35 @@ static bool reuse(struct matcher *m, const struct plan_dyn *d, uint64_t size,
 	return true;
 }
 
+/*
+ * Map what is not mapped yet of pool chunks [lo, hi): runs of chunks under
+ * the free ranges one chunk per driver allocation, the others as the vmm
+ * cuts them (segs.c).  While it maps, lending leaves the whole range alone
+ * (the shrinker is called once per run).
+ */
+static int map_chunks(struct matcher *m, uint64_t lo, uint64_t hi,
+		      uint64_t *got)
+{
+	uint64_t c, end, g;
+	bool fine;
+	int err = 0;
+
+	m->busy_off = lo * m->chunk;
+	m->busy_bytes = (hi - lo) * m->chunk;
+	for (c = lo; c < hi && !err; c = end) {
+		fine = pool_chunk_fine(m, c);
+		for (end = c + 1; end < hi && pool_chunk_fine(m, end) == fine;
+		     end++)
+			;
+		err = vmm_map_missing_flags(m->vmm, m->base + c * m->chunk,
+					    (end - c) * m->chunk,
+					    fine ? VMM_FINE : 0, &g);
+		*got += g;
+	}
+	m->busy_bytes = 0;
+	return err;
+}
+
 /* Map the pool chunks under [off, off + size) not mapped yet. */
 static int map_slot(struct matcher *m, uint64_t off, uint64_t size,
 		    void *stream)
@@ -355,7 +390,8 @@ static int map_slot(struct matcher *m, uint64_t off, uint64_t size,
 	if (likely(m->mapped_bytes >= m->pool_bytes))
 		return 0;
 	m->ss->cur = ss_slot(m->ss, stream); /* the shrinker's (streams.h) */
-	err = vmm_map_missing(m->vmm, m->base + off, size, &got);
+	err = map_chunks(m, off / m->chunk,
+			 (off + size + m->chunk - 1) / m->chunk, &got);
 	m->ss->cur = SS_MAX;
 	m->mapped_bytes += got;
 	return err;

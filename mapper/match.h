@@ -138,6 +138,9 @@ struct matcher {
 	struct ss_tags *use;
 	struct sstreams *ss;
 	uint64_t chunk;
+	uint64_t *fine; /* per pool chunk, a bit: one chunk per segment */
+	uint64_t busy_off; /* map_slot() is mapping [busy_off, + busy_bytes) */
+	uint64_t busy_bytes;
 	uint64_t mapped_bytes; /* of the pool */
 	uint64_t live_bytes; /* slot bytes of @live */
 	uint64_t *seen_size;
@@ -165,6 +168,14 @@ bool match_plan_pays(const struct stalloc_plan *plan);
 bool clear_build(struct matcher *m);
 uint64_t clear_for(const struct matcher *m, uint32_t range, uint64_t off,
 		   uint64_t size);
+/*
+ * Mark the pool chunks under the plan's free ranges, to be mapped one
+ * chunk per driver allocation (segs.c), at match_init(): false without
+ * host memory for the marks (m->fine stays NULL: none is).
+ */
+bool pool_segs_build(struct matcher *m);
+/* Is pool chunk @c mapped one chunk per driver allocation? */
+bool pool_chunk_fine(const struct matcher *m, uint64_t c);
 /* Take @plan (owned from now on); the pool starts at the space's base. */
 int match_init(struct matcher *m, struct stalloc_plan *plan,
 	       struct vmm_space *vmm, struct sstreams *ss);

@@ -69,6 +69,7 @@ run options -- "$O/tests/test-options"
 run planner SHARED="$SHARED" -- "$O/tests/test-planner"
 run pack -- "$O/tests/test-pack"
 run clear -- "$O/tests/test-clear"
+run segs -- "$O/tests/test-segs"
 run recorder -- "$O/tests/test-recorder"
 run mapper/host -- "$O/tests/test-mapper" host
 run mapper-plan/host -- "$O/tests/test-mapper-plan" host

@@ -795,6 +795,67 @@ static void test_plan_no_lend(void **state)
 	assert_true(st.reserved_peak >= 32 * MB + 21 * MB + 16 * MB);
 }
 
+/*
+ * A 24 MB temporary leaves its space to a dynamic request of 3 to 5 MB.
+ * The pool maps that space (the dynamic position's free range) one chunk
+ * per driver allocation: while the dynamic request lives, a 22 MB request
+ * the plan does not know (too large for the free space left) borrows the
+ * idle chunks beside it.  Mapped in the vmm's large segments (1 + 10 + 1
+ * chunks) the dynamic request would pin the middle one and all but 2 MB
+ * of the 22 would be new memory.
+ */
+static void fine_iter(int k, size_t extra)
+{
+	size_t n = (size_t)(3 + k % 3) * MB;
+	void *t, *d, *x;
+
+	t = stalloc_malloc(24 * MB, 0, NULL);
+	assert_non_null(t);
+	stalloc_free(t, 0, 0, NULL);
+	d = stalloc_malloc(n, 0, NULL);
+	assert_non_null(d);
+	rb_stamp(d, n, 5);
+	if (extra) {
+		x = stalloc_malloc(extra, 0, NULL);
+		assert_non_null(x);
+		rb_stamp(x, extra, 6);
+		assert_true(rb_stamp_ok(d, n, 5));
+		assert_true(rb_stamp_ok(x, extra, 6));
+		stalloc_free(x, 0, 0, NULL);
+	}
+	stalloc_free(d, 0, 0, NULL);
+}
+
+static void fine_once(int k)
+{
+	fine_iter(k, 0);
+}
+
+static void test_plan_lend_fine(void **state)
+{
+	struct stalloc_plan_summary s;
+	struct stalloc_stats st;
+	char plan[256];
+	int k;
+
+	(void)state;
+	plan_from("fine", fine_once, NULL, plan, sizeof(plan), &s);
+	assert_int_equal(s.dynamic_requests, 1);
+	for (k = 0; k < 4; k++) {
+		stalloc_mark("iteration");
+		fine_iter(k, k == 3 ? 22 * MB : 0);
+	}
+	stalloc_stats(0, &st);
+	assert_int_equal(st.allocated, 0);
+	assert_true(st.plan_hits >= 3);
+	/*
+	 * The pool's 24 MB and what the dynamic request's chunks keep from
+	 * the 22 MB, not 24 + 20 MB.
+	 */
+	assert_true(st.reserved_peak <= 24 * MB + 6 * MB);
+	unlink(plan);
+}
+
 /* Auto mode: traced, planned in the background, switched to mid-run. */
 static void test_auto_mode(void **state)
 {
@@ -1650,6 +1711,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_reuse),
 		MAPPER_TEST(test_plan_lend),
 		MAPPER_TEST(test_plan_no_lend),
+		MAPPER_TEST(test_plan_lend_fine),
 		MAPPER_TEST(test_plan_skipped),
 		MAPPER_TEST(test_plan_inserted_in_run),
 		MAPPER_TEST(test_plan_grown_in_run),

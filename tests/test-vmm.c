@@ -244,6 +244,49 @@ static void test_pool_reuse_and_trim(void **state)
 		assert_int_equal(w, 0);
 }
 
+/*
+ * VMM_FINE: one segment per new chunk, so that any chunk can be unmapped
+ * alone; pooled segments that fit are still taken first.
+ */
+static void test_map_fine(void **state)
+{
+	struct fx *f = *state;
+	struct vmm_translation t;
+	struct vmm_stats st;
+	uint64_t got;
+	int i;
+
+	assert_int_equal(
+		vmm_map_flags(f->s, va_at(f, 0), 5 * f->chunk, VMM_FINE), 0);
+	vmm_get_stats(f->s, &st);
+	assert_int_equal(st.segs_created, 5); /* not 1 + 3 + 1 */
+	for (i = 0; i < 5; i++) {
+		assert_true(vmm_lookup(f->s, va_at(f, i) + 4096, &t));
+		assert_int_equal(t.seg_va, va_at(f, i));
+		assert_int_equal(t.seg_bytes, f->chunk);
+	}
+	assert_true(fx_fill(backend, va_at(f, 3), 2 * f->chunk, 7));
+	/* the middle chunk goes alone; its neighbours keep their data */
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 2), f->chunk, 0), 0);
+	assert_false(vmm_is_mapped(f->s, va_at(f, 2), f->chunk));
+	assert_true(vmm_is_mapped(f->s, va_at(f, 3), 2 * f->chunk));
+	assert_true(fx_check(backend, va_at(f, 3), 2 * f->chunk, 7));
+	/* a plain mapping takes the three pooled chunks, then 1 + 3 + 1 */
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 3), 2 * f->chunk, 0), 0);
+	assert_int_equal(vmm_map(f->s, va_at(f, 10), 8 * f->chunk), 0);
+	vmm_get_stats(f->s, &st);
+	assert_int_equal(st.segs_created, 5 + 3);
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 10), 8 * f->chunk, 0), 0);
+	/* pooled segments are taken first, even large ones */
+	assert_int_equal(vmm_map_missing_flags(f->s, va_at(f, 20), 6 * f->chunk,
+					       VMM_FINE, &got),
+			 0);
+	assert_int_equal(got, 6 * f->chunk);
+	vmm_get_stats(f->s, &st);
+	assert_int_equal(st.segs_created, 8);
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 20), 6 * f->chunk, 0), 0);
+}
+
 /* Expect @err from a call and nothing changed in the stats or driver. */
 #define EXPECT_REJECT(f, call, err)                            \
 	do {                                                   \
@@ -982,6 +1025,7 @@ int main(int argc, char **argv)
 		T(test_remap_moves_pages),
 		T(test_alias),
 		T(test_pool_reuse_and_trim),
+		T(test_map_fine),
 		T(test_bad_input),
 		T(test_physical_limit),
 		T(test_mapping_runs),

@@ -342,10 +342,10 @@ static int vmm_make_room(struct vmm_space *s, uint64_t nr_new,
  * the large segments between them mapped once the allocation is freed.  *@k gets the number of
  * segments, *@nr_new the number created, which come last in @segs.
  */
-static int vmm_gather(struct vmm_space *s, uint64_t n, struct vmm_seg **segs,
-		      uint64_t *k, uint64_t *nr_new)
+static int vmm_gather(struct vmm_space *s, uint64_t n, unsigned int flags,
+		      struct vmm_seg **segs, uint64_t *k, uint64_t *nr_new)
 {
-	uint64_t left = n, nr;
+	uint64_t left = n, nr, seg_max;
 	CDS_LIST_HEAD(taken);
 	bool edges;
 	struct vmm_seg *g;
@@ -359,15 +359,16 @@ static int vmm_gather(struct vmm_space *s, uint64_t n, struct vmm_seg **segs,
 		left -= g->nr;
 	}
 	err = vmm_make_room(s, left, n - left);
-	edges = left >= 3 && s->seg_max > 1;
+	seg_max = flags & VMM_FINE ? 1 : s->seg_max;
+	edges = left >= 3 && seg_max > 1;
 	while (!err && left) {
 		/* the end chunks alone: see vmm_edge_chunks */
 		if (edges && (!*nr_new || left == 1))
 			nr = 1;
 		else if (edges)
-			nr = left - 1 < s->seg_max ? left - 1 : s->seg_max;
+			nr = left - 1 < seg_max ? left - 1 : seg_max;
 		else
-			nr = left < s->seg_max ? left : s->seg_max;
+			nr = left < seg_max ? left : seg_max;
 		err = vmm_new_seg(s, nr, &segs[*k]);
 		if (err)
 			break;
@@ -386,6 +387,12 @@ static int vmm_gather(struct vmm_space *s, uint64_t n, struct vmm_seg **segs,
 }
 
 int vmm_map(struct vmm_space *s, uint64_t va, uint64_t bytes)
+{
+	return vmm_map_flags(s, va, bytes, 0);
+}
+
+int vmm_map_flags(struct vmm_space *s, uint64_t va, uint64_t bytes,
+		  unsigned int flags)
 {
 	struct vmm_ment **ments = NULL;
 	struct vmm_seg **segs;
@@ -409,7 +416,7 @@ int vmm_map(struct vmm_space *s, uint64_t va, uint64_t bytes)
 	err = vmm_need_free(s, "map", first, n);
 	if (err)
 		goto out_unlock;
-	err = vmm_gather(s, n, segs, &k, &nr_new);
+	err = vmm_gather(s, n, flags, segs, &k, &nr_new);
 	if (err)
 		goto out_unlock;
 	err = vmm_ments_alloc(ments, k);
@@ -595,6 +602,12 @@ static void vmm_shrink_for(struct vmm_space *s, uint64_t first, uint64_t end)
 int vmm_map_missing(struct vmm_space *s, uint64_t va, uint64_t bytes,
 		    uint64_t *mapped)
 {
+	return vmm_map_missing_flags(s, va, bytes, 0, mapped);
+}
+
+int vmm_map_missing_flags(struct vmm_space *s, uint64_t va, uint64_t bytes,
+			  unsigned int flags, uint64_t *mapped)
+{
 	uint64_t lo, hi, i, end, run;
 	int err = 0;
 
@@ -608,7 +621,8 @@ int vmm_map_missing(struct vmm_space *s, uint64_t va, uint64_t bytes,
 		vmm_shrink_for(s, vmm_slot(s, lo), end);
 	for (i = vmm_hole(s, vmm_slot(s, lo), end, &run); !err && i < end;
 	     i = vmm_hole(s, run, end, &run)) {
-		err = vmm_map(s, vmm_slot_va(s, i), (run - i) * s->chunk);
+		err = vmm_map_flags(s, vmm_slot_va(s, i), (run - i) * s->chunk,
+				    flags);
 		if (!err && mapped)
 			*mapped += (run - i) * s->chunk;
 	}

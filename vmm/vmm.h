@@ -137,6 +137,8 @@ struct vmm_mapping {
 
 /* Flag for vmm_unmap(), vmm_remap(): the caller has synchronised. */
 #define VMM_SYNCED 0x1
+/* vmm_map_flags(): new memory in segments of one chunk each */
+#define VMM_FINE 0x2
 
 int vmm_space_create(const struct vmm_config *cfg, struct vmm_space **out);
 /*
@@ -199,6 +201,14 @@ void vmm_set_phys_limit(struct vmm_space *s, uint64_t bytes);
  * past the physical limit, -EIO (or the driver's code) for a driver failure.
  */
 int vmm_map(struct vmm_space *s, uint64_t va, uint64_t bytes);
+/*
+ * vmm_map() with @flags: VMM_FINE makes the new memory one segment per
+ * chunk (pooled segments that fit are still taken first), so that any of
+ * its chunks can be unmapped alone later -- where what is idle changes
+ * chunk by chunk.
+ */
+int vmm_map_flags(struct vmm_space *s, uint64_t va, uint64_t bytes,
+		  unsigned int flags);
 
 /*
  * Unmap [va, va + bytes), which must be wholly mapped; segments mapped
@@ -225,6 +235,9 @@ int vmm_unmap(struct vmm_space *s, uint64_t va, uint64_t bytes,
  */
 int vmm_map_missing(struct vmm_space *s, uint64_t va, uint64_t bytes,
 		    uint64_t *mapped);
+/* The same, each unmapped run with vmm_map_flags(@flags). */
+int vmm_map_missing_flags(struct vmm_space *s, uint64_t va, uint64_t bytes,
+			  unsigned int flags, uint64_t *mapped);
 
 /*
  * Register @fn as the space's shrinker: vmm_map_missing() calls it, in its

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tests/test-segs.c - which pool chunks map one per driver allocation
+ * (mapper/segs.c)
+ *
+ * pool_segs_build() marks exactly the chunks under the plan's free ranges
+ * (the chunks a range touches at all, clipped to the pool); no other.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "mapper/match.h"
+
+#define MB (1ull << 20)
+
+static void test_segs_ranges(void **state)
+{
+	struct plan_range rg[] = {
+		{ .offset = 3 * MB, .len = 6 * MB }, /* chunks 1 to 4 */
+		{ .offset = 30 * MB, .len = MB }, /* chunk 15 */
+		{ .offset = 12 * MB, .len = 0 }, /* empty: nothing */
+		{ .offset = 38 * MB, .len = 8 * MB }, /* clipped: chunk 19 */
+		{ .offset = 64 * MB, .len = MB }, /* past the pool */
+	};
+	struct stalloc_plan p = { .ranges = rg, .nr_ranges = 5 };
+	struct matcher m = { .plan = &p,
+			     .chunk = 2 * MB,
+			     .pool_bytes = 40 * MB };
+	uint64_t c;
+
+	(void)state;
+	assert_false(pool_chunk_fine(&m, 1)); /* no marks yet: none */
+	assert_true(pool_segs_build(&m));
+	for (c = 0; c < 20; c++)
+		assert_int_equal(pool_chunk_fine(&m, c),
+				 (c >= 1 && c <= 4) || c == 15 || c == 19);
+	free(m.fine);
+}
+
+/* A plan without dynamic positions marks nothing. */
+static void test_segs_none(void **state)
+{
+	struct stalloc_plan p = { 0 };
+	struct matcher m = { .plan = &p,
+			     .chunk = 2 * MB,
+			     .pool_bytes = 200 * MB };
+	uint64_t c;
+
+	(void)state;
+	assert_true(pool_segs_build(&m));
+	for (c = 0; c < 100; c++)
+		assert_false(pool_chunk_fine(&m, c));
+	free(m.fine);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_segs_ranges),
+		cmocka_unit_test(test_segs_none),
+	};
+
+	return cmocka_run_group_tests_name("segs", tests, NULL, NULL);
+}
