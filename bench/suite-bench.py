@@ -361,7 +361,8 @@ def measure(w, build, tmp, gran):
             res["replay"][pol] = {k: r[k] for k in (
                 "peak_requested_bytes", "peak_reserved_bytes",
                 "plan_hits", "plan_misses", "plan_dropped",
-                "driver_calls", "allocs", "replay_ms")}
+                "driver_calls", "driver_allocs", "driver_alloc_bytes",
+                "allocs", "replay_ms")}
         res["steady_driver_calls"] = steady_calls(build, rtrace, pfile, gran,
                                                   tmp, w["name"])
     except (ToolError, OSError, ValueError, KeyError) as e:
@@ -438,6 +439,12 @@ def geomean_overhead(results, pol):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) - 1
 
 
+def allocs_per_gib(ok, pol):
+    n = sum(r["replay"][pol].get("driver_allocs", 0) for r in ok)
+    b = sum(r["replay"][pol].get("driver_alloc_bytes", 0) for r in ok)
+    return n / (b / (1 << 30)) if b else 0.0
+
+
 def summary(ok, gran):
     lines = []
     losses = [r for r in ok if r["loses"]]
@@ -459,6 +466,12 @@ def summary(ok, gran):
     misses = sum(r["replay"]["stalloc"]["plan_misses"] for r in ok)
     hits = sum(r["replay"]["stalloc"]["plan_hits"] for r in ok)
     lines.append(f"plan hits {hits}, misses {misses} over the suite")
+    lines.append("physical allocations (cudaMalloc, cuMemCreate) per GiB "
+                 "they held, over the suite: " +
+                 ", ".join(f"{pol} {allocs_per_gib(ok, pol):.1f}"
+                           for pol in POLICIES) +
+                 f" (one per {mib(gran or CHUNK)} MiB chunk: "
+                 f"{(1 << 30) / (gran or CHUNK):.0f})")
     worst = sorted(ok, key=lambda r: -r["excess_bytes"])[:8]
     lines.append("worst (stalloc reserved - best online), MiB:")
     for r in worst:

@@ -149,16 +149,27 @@ static const struct stat_field {
 	size_t off;
 	bool bytes;
 } stat_fields[] = {
-	STAT(allocated, true),	    STAT(allocated_peak, true),
-	STAT(reserved, true),	    STAT(reserved_peak, true),
-	STAT(mapped, true),	    STAT(mapped_peak, true),
-	STAT(dynamic_bytes, true),  STAT(plan_hits, false),
-	STAT(plan_misses, false),   STAT(allocs, false),
-	STAT(frees, false),	    STAT(bad_frees, false),
-	STAT(oom, false),	    STAT(driver_calls, false),
-	STAT(alloc_retries, false), STAT(allocated_total, true),
-	STAT(freed_total, true),    STAT(device_syncs, false),
+	STAT(allocated, true),
+	STAT(allocated_peak, true),
+	STAT(reserved, true),
+	STAT(reserved_peak, true),
+	STAT(mapped, true),
+	STAT(mapped_peak, true),
+	STAT(dynamic_bytes, true),
+	STAT(plan_hits, false),
+	STAT(plan_misses, false),
+	STAT(allocs, false),
+	STAT(frees, false),
+	STAT(bad_frees, false),
+	STAT(oom, false),
+	STAT(driver_calls, false),
+	STAT(alloc_retries, false),
+	STAT(allocated_total, true),
+	STAT(freed_total, true),
+	STAT(device_syncs, false),
 	STAT(host_waits, false),
+	STAT(driver_allocs, false),
+	STAT(driver_alloc_bytes, true),
 };
 #undef STAT
 

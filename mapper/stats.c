@@ -109,6 +109,8 @@ int stalloc_stats(int device, struct stalloc_stats *st)
 		st->driver_calls += vs.calls[k];
 	st->device_syncs = vs.calls[VMM_CALL_SYNC];
 	st->host_waits = vs.calls[VMM_CALL_WAIT];
+	st->driver_allocs = vs.segs_created;
+	st->driver_alloc_bytes = vs.chunks_created * vmm_chunk_bytes(d->vmm);
 	return 0;
 }
 

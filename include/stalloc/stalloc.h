@@ -180,6 +180,10 @@ STALLOC_API int stalloc_parse_size(const char *s, uint64_t *out);
  *	ordinary allocation or free path
  * @host_waits: host waits for one stream's work (cuEventSynchronize on
  *	its checkpoint), before freed memory is unmapped
+ * @driver_allocs: physical allocations made (cuMemCreate handles: one per
+ *	segment of one or more chunks)
+ * @driver_alloc_bytes: bytes they held, in all (made since the start,
+ *	released or not)
  */
 struct stalloc_stats {
 	uint64_t allocated;
@@ -201,6 +205,8 @@ struct stalloc_stats {
 	uint64_t freed_total;
 	uint64_t device_syncs;
 	uint64_t host_waits;
+	uint64_t driver_allocs;
+	uint64_t driver_alloc_bytes;
 };
 
 /**

@@ -288,6 +288,7 @@ static struct cm_block *alloc_block(struct cmodel *m, struct cm_pool *pool,
 	b = cm_new_block(m, cm_new_va(m, alloc_size, CM_SMALL_BUFFER),
 			 alloc_size, stream, pool);
 	m->st.cuda_malloc++;
+	m->st.created_bytes += alloc_size;
 	m->st.segments++;
 	cm_reserve(m, alloc_size);
 	return b;

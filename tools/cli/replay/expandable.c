@@ -102,6 +102,7 @@ static uint64_t xseg_map(struct cmodel *m, struct xseg *es, uint64_t ptr,
 			return 0;
 		}
 		m->st.mem_create++;
+		m->st.created_bytes += es->page;
 	}
 	for (i = begin; i < end; i++)
 		es->mapped[i] = 1;

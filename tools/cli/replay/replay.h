@@ -65,6 +65,8 @@ struct cm_config {
  * @va_reserve: cuMemAddressReserve calls
  * @va_free: cuMemAddressFree calls
  * @failed_calls: cudaMalloc or cuMemCreate calls refused for capacity
+ * @created_bytes: bytes the cudaMalloc and cuMemCreate calls that
+ *	succeeded allocated, in all
  * @retries: allocations that went through release_cached_blocks()
  * @ooms: allocations that failed (PyTorch raises OutOfMemoryError)
  */
@@ -76,6 +78,7 @@ struct cm_stats {
 	uint64_t mem_create, mem_map, mem_set_access, mem_unmap, mem_release;
 	uint64_t va_reserve, va_free;
 	uint64_t failed_calls;
+	uint64_t created_bytes;
 	uint64_t retries, ooms;
 };
 

@@ -3,8 +3,9 @@
  * tools/cli/replay/report.c - stalloc-replay's results: JSON and summary
  *
  * Collects what the replay measured (peaks of requested and reserved
- * bytes, plan hits and misses, dynamic bytes, driver calls, the runtime's
- * peak accounting summed over devices) and prints it as one JSON object
+ * bytes, plan hits and misses, dynamic bytes, driver calls and physical
+ * allocations, the runtime's peak accounting summed over devices) and
+ * prints it as one JSON object
  * (--json) or a human summary.  Invariants: reads the replay's state only;
  * the JSON keys are an interface (tools/python/stalloc, bench/).
  * Single-threaded; no locking.
@@ -84,6 +85,8 @@ void collect(const struct replay *r, struct result *res)
 			res->driver += st.driver_calls;
 			res->syncs += st.device_syncs;
 			res->waits += st.host_waits;
+			res->drv_allocs += st.driver_allocs;
+			res->drv_alloc_bytes += st.driver_alloc_bytes;
 			res->bad_frees += st.bad_frees;
 		} else {
 			struct cm_stats st;
@@ -91,6 +94,8 @@ void collect(const struct replay *r, struct result *res)
 			cm_get_stats(r->model[d], &st);
 			res->peak_res += st.reserved_peak;
 			res->driver += cm_driver_calls(&st);
+			res->drv_allocs += st.cuda_malloc + st.mem_create;
+			res->drv_alloc_bytes += st.created_bytes;
 		}
 	}
 	res->dynamic = r->allocs - r->failed - res->hits;
@@ -177,9 +182,11 @@ void print_json(const struct replay *r, const struct result *res)
 	printf(", \"plan_hits\": %" PRIu64 ", \"plan_misses\": %" PRIu64
 	       ", \"plan_dropped\": %s, \"dynamic_allocs\": %" PRIu64
 	       ", \"driver_calls\": %" PRIu64 ", \"device_syncs\": %" PRIu64
-	       ", \"host_waits\": %" PRIu64,
+	       ", \"host_waits\": %" PRIu64 ", \"driver_allocs\": %" PRIu64
+	       ", \"driver_alloc_bytes\": %" PRIu64,
 	       res->hits, res->misses, res->plan_dropped ? "true" : "false",
-	       res->dynamic, res->driver, res->syncs, res->waits);
+	       res->dynamic, res->driver, res->syncs, res->waits,
+	       res->drv_allocs, res->drv_alloc_bytes);
 	if (res->has_peak) {
 		size_t i;
 
@@ -237,6 +244,9 @@ void print_summary(const struct replay *r, const struct result *res)
 	printf("%-16s %14" PRIu64 "\n", "plan misses", res->misses);
 	printf("%-16s %14" PRIu64 "\n", "dynamic allocs", res->dynamic);
 	printf("%-16s %14" PRIu64 "\n", "driver calls", res->driver);
+	human(res->drv_alloc_bytes, h, sizeof(h));
+	printf("%-16s %14" PRIu64 "  (%s in all)\n", "driver allocs",
+	       res->drv_allocs, h);
 	printf("%-16s %14" PRIu64 "\n", "device syncs", res->syncs);
 	printf("%-16s %14" PRIu64 "\n", "host waits", res->waits);
 	printf("%-16s %14" PRIu64 "\n", "failed allocs", r->failed);

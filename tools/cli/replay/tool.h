@@ -92,6 +92,7 @@ struct result {
 	uint64_t peak_req, peak_res, hits, misses, dynamic, driver;
 	uint64_t bad_frees;
 	uint64_t syncs, waits; /* the runtime's device syncs, host waits */
+	uint64_t drv_allocs, drv_alloc_bytes; /* physical allocations made */
 	bool plan_dropped;
 	bool has_peak; /* @peak: the runtime's peak accounting (summed) */
 	struct stalloc_peak peak;

@@ -153,6 +153,8 @@ class StallocStats(ctypes.Structure):
         ("freed_total", ctypes.c_uint64),
         ("device_syncs", ctypes.c_uint64),
         ("host_waits", ctypes.c_uint64),
+        ("driver_allocs", ctypes.c_uint64),
+        ("driver_alloc_bytes", ctypes.c_uint64),
     ]
 
     def as_dict(self):
@@ -656,8 +658,10 @@ def stats(device=0):
     The keys are the fields of ``struct stalloc_stats`` in its order:
     ``allocated``, ``allocated_peak``, ``reserved``, ``reserved_peak``,
     ``mapped``, ``mapped_peak``, ``plan_hits``, ``plan_misses``,
-    ``dynamic_bytes``, ``allocs``, ``frees``, ``bad_frees``, ``oom`` and
-    ``driver_calls``; all ints (bytes or counts).
+    ``dynamic_bytes``, ``allocs``, ``frees``, ``bad_frees``, ``oom``,
+    ``driver_calls``, ``alloc_retries``, ``allocated_total``,
+    ``freed_total``, ``device_syncs``, ``host_waits``, ``driver_allocs``
+    and ``driver_alloc_bytes``; all ints (bytes or counts).
 
     :raises StallocError: for a device out of range or never used.
     """
@@ -675,7 +679,7 @@ def stats(device=0):
 _ACCUMULATED = ("allocs", "frees", "oom", "plan_hits", "plan_misses",
                 "bad_frees", "driver_calls", "alloc_retries",
                 "allocated_total", "freed_total", "device_syncs",
-                "host_waits")
+                "host_waits", "driver_allocs", "driver_alloc_bytes")
 _accumulated_base = {}
 
 
