@@ -4,7 +4,8 @@
  * (mapper/segs.c)
  *
  * pool_segs_build() marks exactly the chunks under the plan's free ranges
- * (the chunks a range touches at all, clipped to the pool); no other.
+ * (the chunks a range touches at all, clipped to the pool, whatever the
+ * ranges' order and overlaps); no other.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -42,6 +43,30 @@ static void test_segs_ranges(void **state)
 	free(m.fine);
 }
 
+/* Ranges in any order, overlapping and nested, are marked as their union. */
+static void test_segs_overlap(void **state)
+{
+	struct plan_range rg[] = {
+		{ .offset = 20 * MB, .len = 4 * MB }, /* chunks 10, 11 */
+		{ .offset = 10 * MB, .len = 12 * MB }, /* chunks 5 to 10 */
+		{ .offset = 12 * MB, .len = MB }, /* inside: chunk 6 */
+		{ .offset = 4 * MB, .len = MB }, /* chunk 2 */
+		{ .offset = 5 * MB, .len = MB }, /* chunk 2 again */
+	};
+	struct stalloc_plan p = { .ranges = rg, .nr_ranges = 5 };
+	struct matcher m = { .plan = &p,
+			     .chunk = 2 * MB,
+			     .pool_bytes = 40 * MB };
+	uint64_t c;
+
+	(void)state;
+	assert_true(pool_segs_build(&m));
+	for (c = 0; c < 20; c++)
+		assert_int_equal(pool_chunk_fine(&m, c),
+				 c == 2 || (c >= 5 && c <= 11));
+	free(m.fine);
+}
+
 /* A plan without dynamic positions marks nothing. */
 static void test_segs_none(void **state)
 {
@@ -62,6 +87,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_segs_ranges),
+		cmocka_unit_test(test_segs_overlap),
 		cmocka_unit_test(test_segs_none),
 	};
 
