@@ -85,6 +85,13 @@ static const struct opt table[SA_OPT_NR] = {
 			  "plan mode: 0 never unmaps idle memory for a "
 			  "dynamic request (no device synchronisation on that "
 			  "path; more memory)" },
+	[SA_OPT_LEND_FINE] = { "STALLOC_LEND_FINE", T_BOOL, 0, 1, NULL, "1",
+			       "1", "library",
+			       "plan mode: 0 maps the plan's free ranges in "
+			       "segments of up to STALLOC_SEGMENT_SIZE like "
+			       "the rest of the pool (fewer driver calls in "
+			       "iterations with dynamic requests; more "
+			       "memory)" },
 	[SA_OPT_CTL] = { "STALLOC_CTL", T_BOOL, 0, 1, NULL, "1", "1", "library",
 			 "0 turns the control socket off" },
 	[SA_OPT_LOG] = { "STALLOC_LOG", T_CHOICE, 0, 0,

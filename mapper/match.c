@@ -58,6 +58,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lib/options.h"
 #include "../lib/util.h"
 #include "match.h"
 
@@ -125,6 +126,9 @@ uint64_t match_pool_bytes(const struct matcher *m)
 int match_init(struct matcher *m, struct stalloc_plan *plan,
 	       struct vmm_space *vmm, struct sstreams *ss)
 {
+	bool fine;
+	int err;
+
 	memset(m, 0, sizeof(*m));
 	m->plan = plan;
 	m->vmm = vmm;
@@ -148,7 +152,12 @@ int match_init(struct matcher *m, struct stalloc_plan *plan,
 		match_destroy(m);
 		return sa_error(-ENOMEM, "runtime: out of host memory");
 	}
-	if (!pool_segs_build(m))
+	err = sa_opt_bool(SA_OPT_LEND_FINE, &fine);
+	if (err) {
+		match_destroy(m);
+		return err;
+	}
+	if (!pool_segs_build(m, fine))
 		sa_log(STALLOC_LOG_WARN,
 		       "runtime: device %d: no host memory to mark the plan's "
 		       "free ranges; its pool maps in large segments",

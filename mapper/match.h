@@ -170,10 +170,10 @@ uint64_t clear_for(const struct matcher *m, uint32_t range, uint64_t off,
 		   uint64_t size);
 /*
  * Mark the pool chunks under the plan's free ranges, to be mapped one
- * chunk per driver allocation (segs.c), at match_init(): false without
- * host memory for the marks (m->fine stays NULL: none is).
+ * chunk per driver allocation (segs.c), at match_init(), unless !@fine:
+ * false without host memory for the marks (m->fine stays NULL: none is).
  */
-bool pool_segs_build(struct matcher *m);
+bool pool_segs_build(struct matcher *m, bool fine);
 /* Is pool chunk @c mapped one chunk per driver allocation? */
 bool pool_chunk_fine(const struct matcher *m, uint64_t c);
 /* Take @plan (owned from now on); the pool starts at the space's base. */

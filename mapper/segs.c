@@ -19,7 +19,9 @@
  *
  * pool_segs_build() marks, once per plan, the pool chunks under any free
  * range of a dynamic position; map_slot() (match.c) maps those with one
- * chunk per driver allocation and the others as the vmm cuts them.  The
+ * chunk per driver allocation and the others as the vmm cuts them.
+ * STALLOC_LEND_FINE=0 marks none, for jobs that would rather make fewer
+ * driver calls than hold less memory.  The
  * marks are a hint for memory and driver calls only, never for
  * correctness: lending still checks every mapping against the blocks live
  * now.  Without host memory for them the marks are left out and every
@@ -52,13 +54,15 @@ static void mark(uint64_t *bits, uint64_t c, uint64_t end)
  * 21 GB MoE rank), so they are sorted and merged first: each chunk is
  * marked once.
  */
-bool pool_segs_build(struct matcher *m)
+bool pool_segs_build(struct matcher *m, bool fine)
 {
 	const struct stalloc_plan *p = m->plan;
 	uint64_t n = m->pool_bytes / m->chunk, lo = 0, hi = 0;
 	struct plan_range *v;
 	size_t r, k = 0;
 
+	if (!fine)
+		return true; /* STALLOC_LEND_FINE=0: no marks */
 	m->fine = calloc(n / 64 + 1, sizeof(*m->fine));
 	v = malloc((p->nr_ranges + 1) * sizeof(*v));
 	if (!m->fine || !v) {

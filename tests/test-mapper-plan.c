@@ -831,21 +831,30 @@ static void fine_once(int k)
 	fine_iter(k, 0);
 }
 
-static void test_plan_lend_fine(void **state)
+static void fine_run(bool fine, struct stalloc_stats *st)
 {
 	struct stalloc_plan_summary s;
-	struct stalloc_stats st;
 	char plan[256];
 	int k;
 
-	(void)state;
+	setenv("STALLOC_LEND_FINE", fine ? "1" : "0", 1);
 	plan_from("fine", fine_once, NULL, plan, sizeof(plan), &s);
 	assert_int_equal(s.dynamic_requests, 1);
 	for (k = 0; k < 4; k++) {
 		stalloc_mark("iteration");
 		fine_iter(k, k == 3 ? 22 * MB : 0);
 	}
-	stalloc_stats(0, &st);
+	stalloc_stats(0, st);
+	unlink(plan);
+	unsetenv("STALLOC_LEND_FINE");
+}
+
+static void test_plan_lend_fine(void **state)
+{
+	struct stalloc_stats st;
+
+	(void)state;
+	fine_run(true, &st);
 	assert_int_equal(st.allocated, 0);
 	assert_true(st.plan_hits >= 3);
 	/*
@@ -853,7 +862,18 @@ static void test_plan_lend_fine(void **state)
 	 * the 22 MB, not 24 + 20 MB.
 	 */
 	assert_true(st.reserved_peak <= 24 * MB + 6 * MB);
-	unlink(plan);
+}
+
+/* STALLOC_LEND_FINE=0: large segments, the 22 MB mostly new memory. */
+static void test_plan_lend_coarse(void **state)
+{
+	struct stalloc_stats st;
+
+	(void)state;
+	fine_run(false, &st);
+	assert_int_equal(st.allocated, 0);
+	assert_true(st.plan_hits >= 3);
+	assert_true(st.reserved_peak >= 24 * MB + 16 * MB);
 }
 
 /* Auto mode: traced, planned in the background, switched to mid-run. */
@@ -1712,6 +1732,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_lend),
 		MAPPER_TEST(test_plan_no_lend),
 		MAPPER_TEST(test_plan_lend_fine),
+		MAPPER_TEST(test_plan_lend_coarse),
 		MAPPER_TEST(test_plan_skipped),
 		MAPPER_TEST(test_plan_inserted_in_run),
 		MAPPER_TEST(test_plan_grown_in_run),

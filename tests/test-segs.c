@@ -36,7 +36,7 @@ static void test_segs_ranges(void **state)
 
 	(void)state;
 	assert_false(pool_chunk_fine(&m, 1)); /* no marks yet: none */
-	assert_true(pool_segs_build(&m));
+	assert_true(pool_segs_build(&m, true));
 	for (c = 0; c < 20; c++)
 		assert_int_equal(pool_chunk_fine(&m, c),
 				 (c >= 1 && c <= 4) || c == 15 || c == 19);
@@ -60,7 +60,7 @@ static void test_segs_overlap(void **state)
 	uint64_t c;
 
 	(void)state;
-	assert_true(pool_segs_build(&m));
+	assert_true(pool_segs_build(&m, true));
 	for (c = 0; c < 20; c++)
 		assert_int_equal(pool_chunk_fine(&m, c),
 				 c == 2 || (c >= 5 && c <= 11));
@@ -77,10 +77,25 @@ static void test_segs_none(void **state)
 	uint64_t c;
 
 	(void)state;
-	assert_true(pool_segs_build(&m));
+	assert_true(pool_segs_build(&m, true));
 	for (c = 0; c < 100; c++)
 		assert_false(pool_chunk_fine(&m, c));
 	free(m.fine);
+}
+
+/* STALLOC_LEND_FINE=0: no marks at all, whatever the ranges. */
+static void test_segs_off(void **state)
+{
+	struct plan_range rg = { .offset = 0, .len = 40 * MB };
+	struct stalloc_plan p = { .ranges = &rg, .nr_ranges = 1 };
+	struct matcher m = { .plan = &p,
+			     .chunk = 2 * MB,
+			     .pool_bytes = 40 * MB };
+
+	(void)state;
+	assert_true(pool_segs_build(&m, false));
+	assert_null(m.fine);
+	assert_false(pool_chunk_fine(&m, 0));
 }
 
 int main(void)
@@ -89,6 +104,7 @@ int main(void)
 		cmocka_unit_test(test_segs_ranges),
 		cmocka_unit_test(test_segs_overlap),
 		cmocka_unit_test(test_segs_none),
+		cmocka_unit_test(test_segs_off),
 	};
 
 	return cmocka_run_group_tests_name("segs", tests, NULL, NULL);
