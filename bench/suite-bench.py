@@ -249,17 +249,24 @@ def cut(path, nlines, out):
             g.write(line)
 
 
+# auto mode traces this many iterations, so that a 4-iteration recording
+# switches to its plan at the fourth marker (one planned iteration)
+AUTO_ITERS = 3
+
+
 def replay(build, policy, trace, plan, gran):
     cmd = [os.path.join(build, "stalloc-replay"), "--policy", policy,
            "--json"]
     if policy == "stalloc":
         cmd += ["--plan", plan]
-    if gran and policy in ("stalloc", "off"):
+    if gran and policy in ("stalloc", "off", "auto"):
         cmd += ["--granularity", str(gran)]
+    env = dict(os.environ, STALLOC_AUTO_ITERS=str(AUTO_ITERS))
     # exit 2 with a report: the runtime dropped the plan that does not
     # fit and went on in off mode, as it would in a training job
     what = f"replay --policy {policy} {os.path.basename(trace)}"
-    r = subprocess.run(cmd + [trace], capture_output=True, text=True)
+    r = subprocess.run(cmd + [trace], capture_output=True, text=True,
+                       env=env)
     try:
         rep = json.loads(r.stdout) if r.returncode in (0, 2) else None
     except ValueError:
@@ -363,6 +370,11 @@ def measure(w, build, tmp, gran):
                 "plan_hits", "plan_misses", "plan_dropped",
                 "driver_calls", "driver_allocs", "driver_alloc_bytes",
                 "allocs", "replay_ms")}
+        if len(iter_marks(rtrace)) > AUTO_ITERS:
+            r = replay(build, "auto", rtrace, None, gran)
+            res["replay"]["auto"] = {k: r[k] for k in (
+                "peak_requested_bytes", "peak_reserved_bytes",
+                "plan_hits", "plan_misses", "driver_calls")}
         res["steady_driver_calls"] = steady_calls(build, rtrace, pfile, gran,
                                                   tmp, w["name"])
     except (ToolError, OSError, ValueError, KeyError) as e:
@@ -377,6 +389,11 @@ def measure(w, build, tmp, gran):
     res["best_online_bytes"] = best
     res["excess_bytes"] = rp["stalloc"]["peak_reserved_bytes"] - best
     res["loses"] = res["excess_bytes"] > (gran or CHUNK)
+    if "auto" in rp:
+        res["overhead"]["auto"] = (rp["auto"]["peak_reserved_bytes"] / req -
+                                   1 if req else 0.0)
+        res["auto_excess_bytes"] = rp["auto"]["peak_reserved_bytes"] - best
+        res["auto_loses"] = res["auto_excess_bytes"] > (gran or CHUNK)
     res["no_repetition"] = (p.get("iterations") or 0) < 2
     return res
 
@@ -472,6 +489,24 @@ def summary(ok, gran):
                            for pol in POLICIES) +
                  f" (one per {mib(gran or CHUNK)} MiB chunk: "
                  f"{(1 << 30) / (gran or CHUNK):.0f})")
+    auto = [r for r in ok if "auto" in r["replay"]]
+    if auto:
+        lost = [r for r in auto if r["auto_loses"]]
+        lines.append(
+            f"auto mode ({AUTO_ITERS} iterations traced, planned and "
+            f"switched at the next marker), {len(auto)} workloads: loses "
+            f"to an online policy on {len(lost)}; geometric-mean overhead "
+            f"auto {pct(geomean_overhead(auto, 'auto'))}%, off "
+            f"{pct(geomean_overhead(auto, 'off'))}%, stalloc "
+            f"{pct(geomean_overhead(auto, 'stalloc'))}%")
+        for r in sorted(lost, key=lambda r: -r["auto_excess_bytes"])[:5]:
+            ra = r["replay"]["auto"]
+            lines.append(
+                f"  {r['name']:<40} auto "
+                f"{mib(ra['peak_reserved_bytes']):>6}  off "
+                f"{mib(r['replay']['off']['peak_reserved_bytes']):>6}"
+                f"  excess {mib(r['auto_excess_bytes']):>5}  hits "
+                f"{ra['plan_hits']}")
     worst = sorted(ok, key=lambda r: -r["excess_bytes"])[:8]
     lines.append("worst (stalloc reserved - best online), MiB:")
     for r in worst:

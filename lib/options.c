@@ -76,6 +76,13 @@ static const struct opt table[SA_OPT_NR] = {
 				"1", "library",
 				"auto mode: 0 uses its plan without replaying "
 				"the trace with it and in off mode first" },
+	[SA_OPT_AUTO_SYNC] = { "STALLOC_AUTO_SYNC", T_BOOL, 0, 1, NULL, "0",
+			       "0", "library",
+			       "auto mode: 1 plans and checks at the marker "
+			       "that ends the traced iterations, on the "
+			       "thread that marks, and switches there: the "
+			       "same switch every run (that step takes "
+			       "longer)" },
 	[SA_OPT_CACHE_LIMIT] = { "STALLOC_CACHE_LIMIT", T_SIZE, 0, NOMAX, NULL,
 				 NULL, "0 (no limit)", "library",
 				 "give cached memory back once more than "

@@ -10,6 +10,9 @@
  * trace with it and in off mode (TRACE.plan, planner/verify.c), and
  * switches to it at an iteration start, without a restart; if it cannot
  * plan, or the check rejects the plan, the device goes on in off mode.
+ * With STALLOC_AUTO_SYNC=1 it plans and checks at the marker that ends the
+ * traced iterations, on the marking thread, and switches at that marker:
+ * the same run every time (stalloc-replay --policy auto measures so).
  *
  * Locking: the planner thread holds no lock while planning and checking
  * (the replays are child processes) and publishes its plan under the
@@ -43,7 +46,8 @@ int dev_auto_start(struct mdev *d)
 	int err;
 
 	err = sa_opt_size(SA_OPT_AUTO_ITERS, AUTO_ITERS_DEFAULT, &iters) ?:
-		      sa_opt_bool(SA_OPT_AUTO_CHECK, &d->auto_check);
+		      sa_opt_bool(SA_OPT_AUTO_CHECK, &d->auto_check)	 ?:
+		      sa_opt_bool(SA_OPT_AUTO_SYNC, &d->auto_sync);
 	if (err)
 		return err;
 	d->auto_iters = iters;
@@ -324,6 +328,13 @@ void dev_auto_mark(struct mdev *d)
 		/* the traced iterations are complete: plan them */
 		err = trec_close(d->rec);
 		d->rec = NULL;
+		if (!err && d->auto_sync) {
+			/* here and now; no plan: off mode from here on */
+			auto_planner(d);
+			if (!d->auto_plan)
+				d->mode = MDEV_OFF;
+			goto switch_plan;
+		}
 		d->auto_started = true;
 		if (err ||
 		    pthread_create(&d->auto_thread, NULL, auto_planner, d)) {
@@ -336,6 +347,7 @@ void dev_auto_mark(struct mdev *d)
 		}
 		return;
 	}
+switch_plan:
 	sa_mutex_lock(&d->lock);
 	p = d->auto_plan;
 	d->auto_plan = NULL;

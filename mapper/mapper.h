@@ -242,6 +242,7 @@ enum mdev_mode { MDEV_OFF, MDEV_TRACE, MDEV_PLAN, MDEV_AUTO };
  * @match: the plan and where the requests are in it (when @planned)
  * @auto_iters: auto mode: iterations to trace before planning
  * @auto_marks: iteration markers seen while tracing
+ * @auto_sync: STALLOC_AUTO_SYNC: plan at the marker, no thread
  * @auto_started: the planner thread @auto_thread was started
  * @auto_plan: its plan, published under @lock, taken at a marker
  * @auto_path: the trace it plans from
@@ -285,6 +286,7 @@ struct mdev {
 	uint64_t auto_iters;
 	uint64_t auto_marks;
 	bool auto_started;
+	bool auto_sync;
 	pthread_t auto_thread;
 	struct stalloc_plan *auto_plan;
 	char auto_path[4096];

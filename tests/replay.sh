@@ -16,7 +16,7 @@ R=$O/stalloc-replay
 
 traces=$(ls "$SHARED"/workloads/cpu-torch/*.trace)
 nt=$(echo "$traces" | wc -l)
-echo "1..$((nt * 13 + 12))"
+echo "1..$((nt * 13 + 15))"
 
 # check-log TRACE LOG: every allocation served once, in order, with its
 # size, and no two live blocks overlapping.
@@ -128,6 +128,19 @@ ok $? "no trace: usage, exit 2"
 "$R" --policy caching --capacity 64M "$dense" >/dev/null 2>"$tmp/err"
 [ $? = 1 ] && grep -q "failed" "$tmp/err"
 ok $? "caching model out of memory (--capacity 64M): exit 1"
+
+# --policy auto: traced, planned at the fourth marker, switched there
+auto=$(TMPDIR="$tmp" STALLOC_AUTO_ITERS=3 "$R" --policy auto --json "$dense")
+rc=$?
+[ $rc = 0 ] && [ "$(field "$auto" policy)" = auto ] &&
+	[ "$(field "$auto" plan_hits)" -gt 0 ] &&
+	[ "$(field "$auto" overlaps)" = 0 ]
+ok $? "auto: switched to its plan in-process ($(field "$auto" plan_hits) hits)"
+! ls -d "$tmp"/stalloc-replay-auto-* 2>/dev/null | grep -q .
+ok $? "auto: its trace and plan are removed"
+"$R" --policy auto --plan "$tmp/moe.plan" "$moe" >/dev/null 2>&1
+[ $? = 2 ]
+ok $? "--plan with auto: usage, exit 2"
 
 "$R" --policy off --hold "$dense" >"$tmp/hold" 2>&1 &
 pid=$!

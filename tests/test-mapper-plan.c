@@ -919,6 +919,49 @@ static void test_auto_mode(void **state)
 	unlink(path);
 }
 
+/*
+ * STALLOC_AUTO_SYNC=1: planned and checked at the marker that ends the
+ * traced iterations, on the marking thread, and switched there: the very
+ * next iteration is planned, every run (no waiting for a thread).  Its
+ * check is test_auto_rejected's business: off here.
+ */
+static void test_auto_sync(void **state)
+{
+	char pattern[256], path[256];
+	struct stalloc_stats a, b;
+	struct blk live[6];
+	void *w;
+	int k;
+
+	(void)state;
+	setenv("STALLOC_AUTO_CHECK", "0", 1);
+	snprintf(pattern, sizeof(pattern), "%s/sync-%%d.trace", dir);
+	snprintf(path, sizeof(path), "%s/sync-0.trace", dir);
+	setenv("STALLOC_MODE", "auto", 1);
+	setenv("STALLOC_AUTO_ITERS", "3", 1);
+	setenv("STALLOC_AUTO_SYNC", "1", 1);
+	setenv("STALLOC_TRACE", pattern, 1);
+	w = stalloc_malloc(32 * MB, 0, NULL);
+	for (k = 0; k < 3; k++) { /* traced */
+		stalloc_mark("iteration");
+		workload_iter(live, 1, false, false);
+	}
+	stalloc_stats(0, &a);
+	assert_int_equal(a.plan_hits, 0);
+	stalloc_mark("iteration"); /* plans, checks and switches here */
+	workload_iter(live, 1, false, false);
+	stalloc_stats(0, &b);
+	assert_int_equal(b.plan_hits, 6);
+	assert_int_equal(b.plan_misses, 0);
+	stalloc_free(w, 0, 0, NULL);
+	unsetenv("STALLOC_AUTO_ITERS");
+	unsetenv("STALLOC_AUTO_SYNC");
+	unsetenv("STALLOC_AUTO_CHECK");
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/sync-0.trace.plan", dir);
+	unlink(path);
+}
+
 /* A stand-in for stalloc-replay: plan mode reserves 2 chunks over off. */
 static const char fake_replay[] =
 	"#!/bin/sh\n"
@@ -1725,6 +1768,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_odd_iteration),
 		MAPPER_TEST(test_plan_corrupt),
 		MAPPER_TEST(test_auto_mode),
+		MAPPER_TEST(test_auto_sync),
 		MAPPER_TEST(test_auto_rejected),
 		MAPPER_TEST(test_auto_no_markers),
 		MAPPER_TEST(test_auto_no_markers_rejected),

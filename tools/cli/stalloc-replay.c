@@ -3,7 +3,8 @@
  * tools/cli/stalloc-replay.c - replay a trace under stalloc or a model of
  * PyTorch's allocator, and compare what each holds
  *
- *   stalloc-replay [--policy stalloc|off|caching|expandable] [--plan PLAN]
+ *   stalloc-replay [--policy stalloc|off|auto|caching|expandable]
+ *                  [--plan PLAN]
  *                  [--json] [--addr-log FILE] [--segment-log FILE]
  *                  [--granularity BYTES]
  *                  [--capacity BYTES] [--max-split-size BYTES]
@@ -11,8 +12,10 @@
  *   stalloc-replay --compare [stalloc-import options] RECORD
  *
  * The trace's events are replayed in order, one device allocator per dev=
- * key.  stalloc and off run the real libstalloc (public API only) on the
- * host backend; caching and expandable run the models of
+ * key.  stalloc, off and auto run the real libstalloc (public API only)
+ * on the host backend (auto: STALLOC_MODE=auto with STALLOC_AUTO_SYNC, so
+ * that it switches at the same marker every run); caching and expandable
+ * run the models of
  * tools/cli/replay/.  Every address handed out is checked against the blocks
  * live at that moment (a tree of disjoint intervals: an overlap compares
  * equal, so one search finds it), and --addr-log writes them for an
@@ -31,6 +34,7 @@
  * Single-threaded; with --hold, SIGINT and SIGTERM are blocked from the
  * start and taken with sigwait() once the replay is done.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -50,14 +54,13 @@
 #include "replay/tool.h"
 
 const char *const policy_name[NR_POLICIES] = {
-	[P_STALLOC] = "stalloc",
-	[P_OFF] = "off",
-	[P_CACHING] = "caching",
-	[P_EXPANDABLE] = "expandable",
+	[P_STALLOC] = "stalloc", [P_OFF] = "off",
+	[P_CACHING] = "caching", [P_EXPANDABLE] = "expandable",
+	[P_AUTO] = "auto",
 };
 
 static const char usage[] =
-	"usage: stalloc-replay [--policy stalloc|off|caching|expandable]\n"
+	"usage: stalloc-replay [--policy stalloc|off|auto|caching|expandable]\n"
 	"                      [--plan PLAN] [--json] [--addr-log FILE]\n"
 	"                      [--granularity BYTES] [--capacity BYTES]\n"
 	"                      [--max-split-size BYTES] [--cache-limit BYTES]\n"
@@ -68,8 +71,11 @@ static const char usage[] =
 	"bytes requested and reserved, fragmentation and plan hits.\n"
 	"\n"
 	"  -p, --policy P          stalloc (default): libstalloc with a plan;\n"
-	"                          off: libstalloc without one; caching:\n"
-	"                          model of PyTorch's CUDACachingAllocator;\n"
+	"                          off: libstalloc without one; auto:\n"
+	"                          libstalloc tracing the first iterations,\n"
+	"                          planning them in-process and switching\n"
+	"                          (STALLOC_MODE=auto); caching: model of\n"
+	"                          PyTorch's CUDACachingAllocator;\n"
 	"                          expandable: the same with\n"
 	"                          expandable_segments:True\n"
 	"  -P, --plan PLAN         the plan (stalloc only; default: plan\n"
@@ -215,7 +221,8 @@ static void no_free(void *p)
 
 bool is_lib(const struct replay *r)
 {
-	return r->a->policy == P_STALLOC || r->a->policy == P_OFF;
+	return r->a->policy == P_STALLOC || r->a->policy == P_OFF ||
+	       r->a->policy == P_AUTO;
 }
 
 uint64_t lib_hits(void)
@@ -389,7 +396,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 					break;
 			if (i == NR_POLICIES)
 				return bad_usage("unknown policy (stalloc, "
-						 "off, caching, expandable)",
+						 "off, auto, caching, "
+						 "expandable)",
 						 optarg);
 			a->policy = i;
 			break;
@@ -451,20 +459,25 @@ static int parse_args(int argc, char **argv, struct args *a)
 	if (a->plan && a->policy != P_STALLOC)
 		return bad_usage("--plan applies to --policy stalloc only",
 				 a->plan);
-	if (a->max_split && (a->policy == P_STALLOC || a->policy == P_OFF))
+	if (a->max_split && (a->policy == P_STALLOC || a->policy == P_OFF ||
+			     a->policy == P_AUTO))
 		return bad_usage("--max-split-size applies to the caching and "
 				 "expandable models only",
 				 NULL);
-	if (a->seg_log && (a->policy == P_STALLOC || a->policy == P_OFF))
+	if (a->seg_log && (a->policy == P_STALLOC || a->policy == P_OFF ||
+			   a->policy == P_AUTO))
 		return bad_usage("--segment-log applies to the caching and "
 				 "expandable models only",
 				 NULL);
-	if (a->cache_limit && a->policy != P_STALLOC && a->policy != P_OFF)
-		return bad_usage(
-			"--cache-limit applies to stalloc and off only", NULL);
-	if (a->granularity && a->policy != P_STALLOC && a->policy != P_OFF)
-		return bad_usage("--granularity applies to stalloc and off "
-				 "only (the models use PyTorch's sizes)",
+	if (a->cache_limit && a->policy != P_STALLOC && a->policy != P_OFF &&
+	    a->policy != P_AUTO)
+		return bad_usage("--cache-limit applies to stalloc, off and "
+				 "auto only",
+				 NULL);
+	if (a->granularity && a->policy != P_STALLOC && a->policy != P_OFF &&
+	    a->policy != P_AUTO)
+		return bad_usage("--granularity applies to stalloc, off and "
+				 "auto only (the models use PyTorch's sizes)",
 				 NULL);
 	return 0;
 }
@@ -560,6 +573,23 @@ static void block_signals(void)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 }
 
+/* --policy auto: the trace and plan auto mode wrote, then the directory. */
+static void remove_auto_dir(const char *dir)
+{
+	char path[4096 + 256 + 2];
+	struct dirent *e;
+	DIR *d = opendir(dir);
+
+	while (d && (e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+			snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+			unlink(path);
+		}
+	if (d)
+		closedir(d);
+	rmdir(dir);
+}
+
 static void cleanup(struct replay *r)
 {
 	int d;
@@ -570,6 +600,8 @@ static void cleanup(struct replay *r)
 		cm_destroy(r->model[d]);
 	if (r->plan_tmp)
 		unlink(r->plan_path);
+	if (r->auto_dir[0])
+		remove_auto_dir(r->auto_dir);
 	tdestroy(r->tree, no_free);
 	idmap_free(&r->ids);
 	free(r->recs);

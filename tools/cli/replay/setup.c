@@ -135,6 +135,33 @@ static void set_size_env(const char *name, uint64_t v)
 }
 
 /*
+ * --policy auto: auto mode traces into a directory of its own, under
+ * $TMPDIR or /tmp (removed at the end with what it holds: the trace, the
+ * plan), and plans at the
+ * marker that ends the traced iterations (STALLOC_AUTO_SYNC), so that the
+ * switch comes at the same place every run.
+ */
+static int setup_auto(struct replay *r)
+{
+	const char *tmp = getenv("TMPDIR");
+	char pattern[sizeof(r->auto_dir) + 32];
+
+	snprintf(r->auto_dir, sizeof(r->auto_dir),
+		 "%.3000s/stalloc-replay-auto-XXXXXX",
+		 tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(r->auto_dir)) {
+		fprintf(stderr, "stalloc-replay: %s: %s\n", r->auto_dir,
+			strerror(errno));
+		r->auto_dir[0] = 0;
+		return 1;
+	}
+	snprintf(pattern, sizeof(pattern), "%s/auto-%%d.trace", r->auto_dir);
+	setenv("STALLOC_TRACE", pattern, 1);
+	setenv("STALLOC_AUTO_SYNC", "1", 1);
+	return 0;
+}
+
+/*
  * libstalloc reads its environment when a device is first used: set it
  * now.  The host device gets room for the plan's pool and twice the
  * trace's peak (at least the default 16 GiB; the memfd is sparse).
@@ -172,11 +199,20 @@ int setup_stalloc(struct replay *r)
 		stalloc_plan_free(plan);
 	}
 	setenv("STALLOC_BACKEND", "host", 0);
-	setenv("STALLOC_MODE", a->policy == P_STALLOC ? "plan" : "off", 1);
+	setenv("STALLOC_MODE",
+	       a->policy == P_STALLOC ? "plan" :
+	       a->policy == P_AUTO    ? "auto" :
+					"off",
+	       1);
 	if (a->policy == P_STALLOC)
 		setenv("STALLOC_PLAN", r->plan_path, 1);
 	else
 		unsetenv("STALLOC_PLAN");
+	if (a->policy == P_AUTO) {
+		err = setup_auto(r);
+		if (err)
+			return err;
+	}
 	if (a->granularity) {
 		set_size_env("STALLOC_CHUNK_SIZE", a->granularity);
 		if (a->granularity < (2ULL << 20))

@@ -24,7 +24,7 @@
 
 #define MAX_DEV 16
 
-enum policy { P_STALLOC, P_OFF, P_CACHING, P_EXPANDABLE, NR_POLICIES };
+enum policy { P_STALLOC, P_OFF, P_CACHING, P_EXPANDABLE, P_AUTO, NR_POLICIES };
 
 extern const char *const policy_name[NR_POLICIES];
 
@@ -79,6 +79,7 @@ struct replay {
 	bool used[MAX_DEV];
 	uint64_t peak_req[MAX_DEV];
 	char plan_path[4096];
+	char auto_dir[4096]; /* --policy auto: its trace and plan go here */
 	bool plan_tmp;
 	bool plan_steady; /* the plan plans a steady iteration */
 	bool plan_rejected; /* its check rejected it: the runtime runs off */
