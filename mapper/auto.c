@@ -331,8 +331,10 @@ void dev_auto_mark(struct mdev *d)
 		if (!err && d->auto_sync) {
 			/* here and now; no plan: off mode from here on */
 			auto_planner(d);
+			sa_mutex_lock(&d->lock);
 			if (!d->auto_plan)
 				d->mode = MDEV_OFF;
+			sa_mutex_unlock(&d->lock);
 			goto switch_plan;
 		}
 		d->auto_started = true;

@@ -962,6 +962,51 @@ static void test_auto_sync(void **state)
 	unlink(path);
 }
 
+/*
+ * A 20 MB request that does not fit the 16 MB hole a freed request left
+ * below a live one: off mode keeps the hole mapped and maps 20 MB more;
+ * auto mode's traced iterations give the hole back first (their peak is
+ * the job's), so the 20 MB reuse its memory.
+ */
+static uint64_t traced_peak(const char *mode)
+{
+	char pattern[256], path[256];
+	struct stalloc_stats st;
+	void *a, *p, *b;
+
+	snprintf(pattern, sizeof(pattern), "%s/hole-%%d.trace", dir);
+	snprintf(path, sizeof(path), "%s/hole-0.trace", dir);
+	setenv("STALLOC_MODE", mode, 1);
+	setenv("STALLOC_TRACE", pattern, 1);
+	stalloc_mark("iteration");
+	a = stalloc_malloc(16 * MB, 0, NULL);
+	p = stalloc_malloc(2 * MB, 0, NULL);
+	assert_non_null(a);
+	assert_non_null(p);
+	stalloc_free(a, 0, 0, NULL);
+	b = stalloc_malloc(20 * MB, 0, NULL);
+	assert_non_null(b);
+	rb_stamp(b, 20 * MB, 3);
+	assert_true(rb_stamp_ok(b, 20 * MB, 3));
+	stalloc_free(b, 0, 0, NULL);
+	stalloc_free(p, 0, 0, NULL);
+	stalloc_stats(0, &st);
+	stalloc_shutdown();
+	unlink(path);
+	return st.reserved_peak;
+}
+
+static void test_auto_traced_shrink(void **state)
+{
+	uint64_t off, traced;
+
+	(void)state;
+	off = traced_peak("off");
+	traced = traced_peak("auto");
+	assert_true(off >= 16 * MB + 2 * MB + 20 * MB);
+	assert_true(traced <= 2 * MB + 20 * MB + 2 * MB);
+}
+
 /* A stand-in for stalloc-replay: plan mode reserves 2 chunks over off. */
 static const char fake_replay[] =
 	"#!/bin/sh\n"
@@ -1769,6 +1814,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_corrupt),
 		MAPPER_TEST(test_auto_mode),
 		MAPPER_TEST(test_auto_sync),
+		MAPPER_TEST(test_auto_traced_shrink),
 		MAPPER_TEST(test_auto_rejected),
 		MAPPER_TEST(test_auto_no_markers),
 		MAPPER_TEST(test_auto_no_markers_rejected),
