@@ -68,14 +68,21 @@ static const struct opt table[SA_OPT_NR] = {
 	[SA_OPT_PLAN] = { "STALLOC_PLAN", T_PATH, 0, 0, NULL, NULL, "none",
 			  "library",
 			  "plan file for plan mode (same patterns)" },
-	[SA_OPT_AUTO_ITERS] = { "STALLOC_AUTO_ITERS", T_COUNT, 3, 1 << 20, NULL,
+	[SA_OPT_AUTO_ITERS] = { "STALLOC_AUTO_ITERS", T_COUNT, 1, 1 << 20, NULL,
 				NULL, "4", "library",
 				"auto mode: iterations traced before "
-				"planning" },
+				"planning (at least 3, unless "
+				"STALLOC_AUTO_PLAN gives the plan)" },
 	[SA_OPT_AUTO_CHECK] = { "STALLOC_AUTO_CHECK", T_BOOL, 0, 1, NULL, "1",
 				"1", "library",
 				"auto mode: 0 uses its plan without replaying "
 				"the trace with it and in off mode first" },
+	[SA_OPT_AUTO_PLAN] = { "STALLOC_AUTO_PLAN", T_PATH, 0, 0, NULL, NULL,
+			       "none", "library",
+			       "auto mode: switch to this plan instead of "
+			       "planning the traced iterations, unchecked "
+			       "(how auto mode's check replays a plan: "
+			       "stalloc-replay --policy auto --plan)" },
 	[SA_OPT_AUTO_SYNC] = { "STALLOC_AUTO_SYNC", T_BOOL, 0, 1, NULL, "0",
 			       "0", "library",
 			       "auto mode: 1 plans and checks at the marker "

@@ -13,6 +13,8 @@
  * With STALLOC_AUTO_SYNC=1 it plans and checks at the marker that ends the
  * traced iterations, on the marking thread, and switches at that marker:
  * the same run every time (stalloc-replay --policy auto measures so).
+ * STALLOC_AUTO_PLAN gives the plan instead (read, not made, not checked):
+ * how the check replays a plan the way auto mode would switch to it.
  *
  * Locking: the planner thread holds no lock while planning and checking
  * (the replays are child processes) and publishes its plan under the
@@ -50,6 +52,11 @@ int dev_auto_start(struct mdev *d)
 		      sa_opt_bool(SA_OPT_AUTO_SYNC, &d->auto_sync);
 	if (err)
 		return err;
+	if (iters < 3 && !sa_opt_raw(SA_OPT_AUTO_PLAN))
+		return sa_error(-EINVAL,
+				"environment: STALLOC_AUTO_ITERS=%llu: auto "
+				"mode plans from 3 traced iterations at least",
+				(unsigned long long)iters);
 	d->auto_iters = iters;
 	err = trec_open(pat ? pat : "/tmp/stalloc-auto-%p-%d.trace", d->device,
 			&d->rec);
@@ -141,9 +148,13 @@ static void auto_check(struct mdev *d, struct stalloc_plan *p, bool markerless)
 		err = auto_snapshot(d, copy, d->auto_snap);
 		trace = copy;
 	}
-	if (!err)
+	/* with markers, as this mode will switch to it: the hand-over too */
+	if (!err && markerless)
 		err = stalloc_plan_check(p, path, trace, NULL,
 					 vmm_chunk_bytes(d->vmm), &c);
+	else if (!err)
+		err = stalloc_plan_check_auto(p, path, trace, NULL,
+					      vmm_chunk_bytes(d->vmm), &c);
 	if (markerless)
 		unlink(copy);
 	if (err) {
@@ -189,11 +200,21 @@ static int auto_snap_take(struct mdev *d)
 static void *auto_planner(void *arg)
 {
 	struct stalloc_plan_options o = { .flags = STALLOC_PLAN_NO_PERSISTENT };
+	const char *given = sa_opt_raw(SA_OPT_AUTO_PLAN);
 	struct mdev *d = arg;
 	struct stalloc_plan *p = NULL;
 	bool markerless = d->auto_markerless;
 
-	if (stalloc_plan_file(d->auto_path, &o, &p)) {
+	if (given && !markerless) {
+		/* STALLOC_AUTO_PLAN: this plan, as it is (a check's replay) */
+		if (stalloc_plan_read(given, &p)) {
+			sa_log(STALLOC_LOG_WARN,
+			       "runtime: device %d: auto mode: %s: "
+			       "continuing in off mode",
+			       d->device, stalloc_last_error());
+			p = NULL;
+		}
+	} else if (stalloc_plan_file(d->auto_path, &o, &p)) {
 		if (!markerless)
 			sa_log(STALLOC_LOG_WARN,
 			       "runtime: device %d: auto mode could not plan "
@@ -203,7 +224,7 @@ static void *auto_planner(void *arg)
 	} else if (markerless && !try_found(d, p)) {
 		stalloc_plan_free(p); /* not yet: a later try */
 		p = NULL;
-	} else if (d->auto_check && match_plan_pays(p)) {
+	} else if (d->auto_check && !given && match_plan_pays(p)) {
 		auto_check(d, p, markerless);
 	}
 	sa_mutex_lock(&d->lock);

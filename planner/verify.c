@@ -282,9 +282,10 @@ static int verify_one(const char *tool, char **env, const char *policy,
 	return err;
 }
 
-int stalloc_plan_check(struct stalloc_plan *plan, const char *plan_path,
-		       const char *trace, const char *replay,
-		       uint64_t granularity, struct stalloc_plan_verdict *out)
+static int plan_check(struct stalloc_plan *plan, const char *plan_path,
+		      const char *trace, const char *replay,
+		      uint64_t granularity, const char *policy,
+		      struct stalloc_plan_verdict *out)
 {
 	struct verify_run with = { 0 }, off = { 0 };
 	struct stalloc_plan_verdict c = { 0 };
@@ -300,7 +301,7 @@ int stalloc_plan_check(struct stalloc_plan *plan, const char *plan_path,
 	if (!env)
 		return sa_error(-ENOMEM, "planner: out of memory");
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	err = verify_one(tool, env, "stalloc", plan_path, trace, granularity,
+	err = verify_one(tool, env, policy, plan_path, trace, granularity,
 			 &with);
 	if (!err)
 		err = verify_one(tool, env, "off", NULL, trace, granularity,
@@ -327,4 +328,21 @@ int stalloc_plan_check(struct stalloc_plan *plan, const char *plan_path,
 	if (out)
 		*out = c;
 	return 0;
+}
+
+int stalloc_plan_check(struct stalloc_plan *plan, const char *plan_path,
+		       const char *trace, const char *replay,
+		       uint64_t granularity, struct stalloc_plan_verdict *out)
+{
+	return plan_check(plan, plan_path, trace, replay, granularity,
+			  "stalloc", out);
+}
+
+int stalloc_plan_check_auto(struct stalloc_plan *plan, const char *plan_path,
+			    const char *trace, const char *replay,
+			    uint64_t granularity,
+			    struct stalloc_plan_verdict *out)
+{
+	return plan_check(plan, plan_path, trace, replay, granularity, "auto",
+			  out);
 }

@@ -16,7 +16,7 @@ R=$O/stalloc-replay
 
 traces=$(ls "$SHARED"/workloads/cpu-torch/*.trace)
 nt=$(echo "$traces" | wc -l)
-echo "1..$((nt * 13 + 15))"
+echo "1..$((nt * 13 + 17))"
 
 # check-log TRACE LOG: every allocation served once, in order, with its
 # size, and no two live blocks overlapping.
@@ -130,17 +130,34 @@ ok $? "no trace: usage, exit 2"
 ok $? "caching model out of memory (--capacity 64M): exit 1"
 
 # --policy auto: traced, planned at the fourth marker, switched there
-auto=$(TMPDIR="$tmp" STALLOC_AUTO_ITERS=3 "$R" --policy auto --json "$dense")
+auto=$(TMPDIR="$tmp" STALLOC_AUTO_ITERS=3 STALLOC_AUTO_CHECK=0 "$R" \
+	--policy auto --json "$dense")
 rc=$?
 [ $rc = 0 ] && [ "$(field "$auto" policy)" = auto ] &&
 	[ "$(field "$auto" plan_hits)" -gt 0 ] &&
 	[ "$(field "$auto" overlaps)" = 0 ]
 ok $? "auto: switched to its plan in-process ($(field "$auto" plan_hits) hits)"
+# checked as auto mode uses it (the hand-over too): never above off mode
+off=$(cat "$tmp/gpt-dense.off.json")
+auto=$(TMPDIR="$tmp" STALLOC_AUTO_ITERS=3 "$R" --policy auto --json "$dense" \
+	2>/dev/null)
+[ $? = 0 ] && [ "$(field "$auto" peak_reserved_bytes)" -le \
+	$(($(field "$off" peak_reserved_bytes) + 2097152)) ]
+ok $? "auto, checked: at most off mode plus a chunk" \
+	"($(field "$auto" peak_reserved_bytes) vs $(field "$off" peak_reserved_bytes))"
 ! ls -d "$tmp"/stalloc-replay-auto-* 2>/dev/null | grep -q .
 ok $? "auto: its trace and plan are removed"
-"$R" --policy auto --plan "$tmp/moe.plan" "$moe" >/dev/null 2>&1
-[ $? = 2 ]
-ok $? "--plan with auto: usage, exit 2"
+"$O/stalloc-plan" -o "$tmp/dense.plan" "$dense" >/dev/null
+j=$(TMPDIR="$tmp" "$R" --policy auto --plan "$tmp/dense.plan" --json "$dense")
+[ $? = 0 ] && [ "$(field "$j" plan_hits)" -gt 0 ] &&
+	[ "$(field "$j" plan_hits)" -lt "$(field "$s" plan_hits)" ]
+ok $? "auto --plan: switched to the given plan for the last two iterations" \
+	"($(field "$j" plan_hits) hits)"
+awk '$1 == "m" && $NF == "iteration" { n++ } n < 3' "$dense" >"$tmp/two.trace"
+"$R" --policy auto --plan "$tmp/dense.plan" "$tmp/two.trace" >/dev/null \
+	2>"$tmp/err"
+[ $? = 2 ] && grep -q "3 iteration markers" "$tmp/err"
+ok $? "auto --plan on a trace of two iterations: exit 2, said"
 
 "$R" --policy off --hold "$dense" >"$tmp/hold" 2>&1 &
 pid=$!

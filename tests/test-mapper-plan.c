@@ -1007,11 +1007,14 @@ static void test_auto_traced_shrink(void **state)
 	assert_true(traced <= 2 * MB + 20 * MB + 2 * MB);
 }
 
-/* A stand-in for stalloc-replay: plan mode reserves 2 chunks over off. */
+/*
+ * A stand-in for stalloc-replay: the run with the plan (plan mode, or auto
+ * mode switching to it) reserves 2 chunks over off.
+ */
 static const char fake_replay[] =
 	"#!/bin/sh\n"
 	"r=100663296\n"
-	"for a; do [ \"$a\" = stalloc ] && r=104857600; done\n"
+	"for a; do case $a in stalloc|auto) r=104857600;; esac; done\n"
 	"env | grep -v '^STALLOC_CTL=0$' | grep -q '^STALLOC_' && exit 3\n"
 	"echo \"{\\\"peak_reserved_bytes\\\": $r, \\\"plan_misses\\\": 0, "
 	"\\\"plan_dropped\\\": false}\"\n";

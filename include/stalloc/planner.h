@@ -291,6 +291,29 @@ STALLOC_API int stalloc_plan_check(struct stalloc_plan *plan,
 				   struct stalloc_plan_verdict *out);
 
 /**
+ * stalloc_plan_check_auto() - the same, replayed as auto mode would use it
+ * @plan: the plan; its check state is set from the result
+ * @plan_path: where @plan was written
+ * @trace: the trace @plan was made from, with 3 iteration markers at least
+ * @replay: as for stalloc_plan_check()
+ * @granularity: as for stalloc_plan_check()
+ * @out: the measurements (may be NULL)
+ *
+ * Auto mode switches to a plan mid-run: what the traced iterations left
+ * alive (weights, optimizer state) stays where off mode put it, beside the
+ * pool.  So the run with the plan is replayed as that: the trace's
+ * iterations but the last two as auto mode traces them, then the plan
+ * (stalloc-replay --policy auto --plan), against off mode.
+ *
+ * Return: as for stalloc_plan_check().
+ */
+STALLOC_API int stalloc_plan_check_auto(struct stalloc_plan *plan,
+					const char *plan_path,
+					const char *trace, const char *replay,
+					uint64_t granularity,
+					struct stalloc_plan_verdict *out);
+
+/**
  * stalloc_plan_free() - free a plan
  * @plan: the plan, or NULL
  */

@@ -79,7 +79,9 @@ static const char usage[] =
 	"                          expandable: the same with\n"
 	"                          expandable_segments:True\n"
 	"  -P, --plan PLAN         the plan (stalloc only; default: plan\n"
-	"                          TRACE in-process into a temporary file)\n"
+	"                          TRACE in-process into a temporary file);\n"
+	"                          with auto: switch to PLAN at the marker\n"
+	"                          that begins the second-to-last iteration\n"
 	"  -j, --json              print one JSON object\n"
 	"  -a, --addr-log FILE     write \"ID ADDRESS SIZE\" per allocation\n"
 	"  -S, --segment-log FILE  caching/expandable: write \"BASE SIZE\" per\n"
@@ -456,8 +458,9 @@ static int parse_args(int argc, char **argv, struct args *a)
 		return bad_usage(optind < argc ? "one trace only" : "no trace",
 				 NULL);
 	a->trace = argv[optind];
-	if (a->plan && a->policy != P_STALLOC)
-		return bad_usage("--plan applies to --policy stalloc only",
+	if (a->plan && a->policy != P_STALLOC && a->policy != P_AUTO)
+		return bad_usage("--plan applies to --policy stalloc and auto "
+				 "only",
 				 a->plan);
 	if (a->max_split && (a->policy == P_STALLOC || a->policy == P_OFF ||
 			     a->policy == P_AUTO))

@@ -141,6 +141,47 @@ static void set_size_env(const char *name, uint64_t v)
  * marker that ends the traced iterations (STALLOC_AUTO_SYNC), so that the
  * switch comes at the same place every run.
  */
+/* The trace's "iteration" markers. */
+static uint64_t iteration_marks(const struct replay *r)
+{
+	size_t i, n = stalloc_trace_count(r->t);
+	struct stalloc_trace_event e;
+	uint64_t k = 0;
+
+	for (i = 0; i < n; i++) {
+		stalloc_trace_get(r->t, i, &e);
+		k += e.op != 'a' && e.op != 'f' && e.label &&
+		     !strcmp(e.label, "iteration");
+	}
+	return k;
+}
+
+/*
+ * --policy auto --plan PLAN: auto mode that switches to PLAN (not planned,
+ * not checked: STALLOC_AUTO_PLAN) at the marker that begins the trace's
+ * second-to-last iteration -- the iterations before it run as auto mode's
+ * traced ones, the first planned one is the hand-over, the last a steady
+ * one.  This is how auto mode's check replays a plan (planner/verify.c).
+ */
+static int setup_auto_plan(struct replay *r)
+{
+	uint64_t marks = iteration_marks(r);
+	char buf[32];
+
+	if (marks < 3) {
+		fprintf(stderr,
+			"stalloc-replay: %s: --policy auto --plan needs 3 "
+			"iteration markers at least (%llu)\n",
+			r->a->trace, (unsigned long long)marks);
+		return 2;
+	}
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)marks - 2);
+	setenv("STALLOC_AUTO_ITERS", buf, 1);
+	setenv("STALLOC_AUTO_PLAN", r->a->plan, 1);
+	snprintf(r->plan_path, sizeof(r->plan_path), "%s", r->a->plan);
+	return 0;
+}
+
 static int setup_auto(struct replay *r)
 {
 	const char *tmp = getenv("TMPDIR");
@@ -158,7 +199,8 @@ static int setup_auto(struct replay *r)
 	snprintf(pattern, sizeof(pattern), "%s/auto-%%d.trace", r->auto_dir);
 	setenv("STALLOC_TRACE", pattern, 1);
 	setenv("STALLOC_AUTO_SYNC", "1", 1);
-	return 0;
+	unsetenv("STALLOC_AUTO_PLAN");
+	return r->a->plan ? setup_auto_plan(r) : 0;
 }
 
 /*
