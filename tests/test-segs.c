@@ -19,6 +19,17 @@
 
 #define MB (1ull << 20)
 
+/* Build @m's marks and compare them with @want: one '1' or '0' per chunk. */
+static void assert_marks(struct matcher *m, const char *want)
+{
+	uint64_t c;
+
+	assert_true(pool_segs_build(m, true));
+	for (c = 0; want[c]; c++)
+		assert_int_equal(pool_chunk_fine(m, c), want[c] == '1');
+	free(m->fine);
+}
+
 static void test_segs_ranges(void **state)
 {
 	struct plan_range rg[] = {
@@ -32,15 +43,10 @@ static void test_segs_ranges(void **state)
 	struct matcher m = { .plan = &p,
 			     .chunk = 2 * MB,
 			     .pool_bytes = 40 * MB };
-	uint64_t c;
 
 	(void)state;
 	assert_false(pool_chunk_fine(&m, 1)); /* no marks yet: none */
-	assert_true(pool_segs_build(&m, true));
-	for (c = 0; c < 20; c++)
-		assert_int_equal(pool_chunk_fine(&m, c),
-				 (c >= 1 && c <= 4) || c == 15 || c == 19);
-	free(m.fine);
+	assert_marks(&m, "01111000000000010001");
 }
 
 /* Ranges in any order, overlapping and nested, are marked as their union. */
@@ -57,14 +63,9 @@ static void test_segs_overlap(void **state)
 	struct matcher m = { .plan = &p,
 			     .chunk = 2 * MB,
 			     .pool_bytes = 40 * MB };
-	uint64_t c;
 
 	(void)state;
-	assert_true(pool_segs_build(&m, true));
-	for (c = 0; c < 20; c++)
-		assert_int_equal(pool_chunk_fine(&m, c),
-				 c == 2 || (c >= 5 && c <= 11));
-	free(m.fine);
+	assert_marks(&m, "00100111111100000000");
 }
 
 /* A plan without dynamic positions marks nothing. */
@@ -74,13 +75,10 @@ static void test_segs_none(void **state)
 	struct matcher m = { .plan = &p,
 			     .chunk = 2 * MB,
 			     .pool_bytes = 200 * MB };
-	uint64_t c;
 
 	(void)state;
-	assert_true(pool_segs_build(&m, true));
-	for (c = 0; c < 100; c++)
-		assert_false(pool_chunk_fine(&m, c));
-	free(m.fine);
+	assert_marks(&m, "0000000000000000000000000000000000000000000000000"
+			 "0000000000000000000000000000000000000000000000000");
 }
 
 /* STALLOC_LEND_FINE=0: no marks at all, whatever the ranges. */
