@@ -362,7 +362,9 @@ void dev_auto_mark(struct mdev *d)
 		if (err ||
 		    pthread_create(&d->auto_thread, NULL, auto_planner, d)) {
 			d->auto_started = false;
+			sa_mutex_lock(&d->lock); /* the shrinker reads it */
 			d->mode = MDEV_OFF;
+			sa_mutex_unlock(&d->lock);
 			sa_log(STALLOC_LOG_WARN,
 			       "runtime: device %d: auto mode cannot plan: "
 			       "continuing in off mode",

@@ -21,11 +21,10 @@
  * range of a dynamic position; map_slot() (match.c) maps those with one
  * chunk per driver allocation and the others as the vmm cuts them.
  * STALLOC_LEND_FINE=0 marks none, for jobs that would rather make fewer
- * driver calls than hold less memory.  The
- * marks are a hint for memory and driver calls only, never for
- * correctness: lending still checks every mapping against the blocks live
- * now.  Without host memory for them the marks are left out and every
- * slot maps as the vmm cuts it.
+ * driver calls than hold less memory.  The marks are a hint for memory and
+ * driver calls only, never for correctness: lending still checks every
+ * mapping against the blocks live now.  Without host memory for them the
+ * marks are left out and every slot maps as the vmm cuts it.
  *
  * Built by match_init(), read-only after: no locking.
  */
