@@ -16,7 +16,7 @@ R=$O/stalloc-replay
 
 traces=$(ls "$SHARED"/workloads/cpu-torch/*.trace)
 nt=$(echo "$traces" | wc -l)
-echo "1..$((nt * 13 + 17))"
+echo "1..$((nt * 13 + 18))"
 
 # check-log TRACE LOG: every allocation served once, in order, with its
 # size, and no two live blocks overlapping.
@@ -158,6 +158,10 @@ awk '$1 == "m" && $NF == "iteration" { n++ } n < 3' "$dense" >"$tmp/two.trace"
 	2>"$tmp/err"
 [ $? = 2 ] && grep -q "3 iteration markers" "$tmp/err"
 ok $? "auto --plan on a trace of two iterations: exit 2, said"
+STALLOC_AUTO_ITERS=2 "$R" --policy auto "$dense" >/dev/null 2>"$tmp/err"
+[ $? != 0 ] && grep -q "STALLOC_AUTO_ITERS=2: auto mode plans from 3" \
+	"$tmp/err"
+ok $? "auto mode tracing 2 iterations without a given plan: refused, said"
 
 "$R" --policy off --hold "$dense" >"$tmp/hold" 2>&1 &
 pid=$!
