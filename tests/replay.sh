@@ -151,7 +151,7 @@ ok $? "auto: its trace and plan are removed"
 j=$(TMPDIR="$tmp" "$R" --policy auto --plan "$tmp/dense.plan" --json "$dense")
 [ $? = 0 ] && [ "$(field "$j" plan_hits)" -gt 0 ] &&
 	[ "$(field "$j" plan_hits)" -lt "$(field "$s" plan_hits)" ]
-ok $? "auto --plan: switched to the given plan for the last two iterations" \
+ok $? "auto --plan: switched to the given plan at the second-to-last marker" \
 	"($(field "$j" plan_hits) hits)"
 awk '$1 == "m" && $NF == "iteration" { n++ } n < 3' "$dense" >"$tmp/two.trace"
 "$R" --policy auto --plan "$tmp/dense.plan" "$tmp/two.trace" >/dev/null \

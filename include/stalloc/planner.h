@@ -302,8 +302,9 @@ STALLOC_API int stalloc_plan_check(struct stalloc_plan *plan,
  * Auto mode switches to a plan mid-run: what the traced iterations left
  * alive (weights, optimizer state) stays where off mode put it, beside the
  * pool.  So the run with the plan is replayed as that: the trace's
- * iterations but the last two as auto mode traces them, then the plan
- * (stalloc-replay --policy auto --plan), against off mode.
+ * iterations up to its second-to-last iteration marker as auto mode
+ * traces them, then the plan (stalloc-replay --policy auto --plan),
+ * against off mode.
  *
  * Return: as for stalloc_plan_check().
  */

@@ -158,10 +158,10 @@ static uint64_t iteration_marks(const struct replay *r)
 
 /*
  * --policy auto --plan PLAN: auto mode that switches to PLAN (not planned,
- * not checked: STALLOC_AUTO_PLAN) at the marker that begins the trace's
- * second-to-last iteration -- the iterations before it run as auto mode's
- * traced ones, the first planned one is the hand-over, the last a steady
- * one.  This is how auto mode's check replays a plan (planner/verify.c).
+ * not checked: STALLOC_AUTO_PLAN) at the trace's second-to-last iteration
+ * marker -- the iterations before it run as auto mode's traced ones, the
+ * one after it is the hand-over.  This is how auto mode's check replays a
+ * plan (planner/verify.c), on a trace that ends with the switching marker.
  */
 static int setup_auto_plan(struct replay *r)
 {
