@@ -166,7 +166,6 @@ static uint64_t iteration_marks(const struct replay *r)
 static int setup_auto_plan(struct replay *r)
 {
 	uint64_t marks = iteration_marks(r);
-	char buf[32];
 
 	if (marks < 3) {
 		fprintf(stderr,
@@ -175,8 +174,7 @@ static int setup_auto_plan(struct replay *r)
 			r->a->trace, (unsigned long long)marks);
 		return 2;
 	}
-	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)marks - 2);
-	setenv("STALLOC_AUTO_ITERS", buf, 1);
+	set_size_env("STALLOC_AUTO_ITERS", marks - 2);
 	setenv("STALLOC_AUTO_PLAN", r->a->plan, 1);
 	snprintf(r->plan_path, sizeof(r->plan_path), "%s", r->a->plan);
 	return 0;
