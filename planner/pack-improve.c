@@ -3,15 +3,19 @@
  * planner/pack-improve.c - local improvement of one group's packing
  *
  * pack_improve_group() works on a group whose constructive packing is
- * above the capacity it should reach.  The items whose top is above it
- * set the peak; around one of them (its sections, widened step by step)
- * lies a window of sections.  The items live in the window are taken out
- * and put back by pack_greedy_repack() around the others, which stay
+ * above the capacity it should reach.  The items whose top reaches the
+ * group's peak set it; around one of them (its sections, widened step by
+ * step) lies a window of sections.  The items live in the window are taken
+ * out and put back by pack_greedy_repack() around the others, which stay
  * fixed as obstacles, in several orders (the peak-setting items first,
  * by size, area, length, then seeded random perturbations of size) with
  * best fit and first fit.  A re-packing is kept when it lowers the
- * group's peak, or keeps it and has fewer items above the capacity; the
- * loop then starts over from the new peak-setting items.
+ * group's peak, or keeps it and has fewer items reaching it; the loop
+ * then starts over from the new peak-setting items.  (They used to be
+ * all the items above the capacity: with a peak 2.6% above it, hundreds,
+ * most of them far from the peak, and the windows went round them; the
+ * interleaved 2-stage rank with selective recomputation, 16 GB, ended
+ * 1.14% above its lower bound in the default budget, 0.74% now.)
  *
  * Invariant: the group's item offsets always form a valid packing with
  * peak g->peak (a rejected re-packing is undone).  The pseudo-random
@@ -41,7 +45,8 @@ struct pack_imp_key {
 struct pack_imp {
 	struct pack_ctx *ctx;
 	struct pack_group *g;
-	uint64_t cap;
+	uint64_t cap; /* stop once the peak is at or below it */
+	uint64_t level; /* the peak-setting items' tops are above it */
 	double until_ms;
 	uint32_t *ids; /* the window: fixed items, then the re-packed ones */
 	uint8_t *in_r; /* per group position: re-packed */
@@ -88,7 +93,7 @@ static bool pack_imp_meets(const struct pack_ctx *ctx,
 	return inside;
 }
 
-/* Score of the current packing: peak, then items above the capacity. */
+/* Score of the current packing: peak, then items reaching the peak. */
 static void pack_imp_score(const struct pack_imp *m, uint64_t *peak,
 			   size_t *over)
 {
@@ -103,7 +108,7 @@ static void pack_imp_score(const struct pack_imp *m, uint64_t *peak,
 
 		if (top > *peak)
 			*peak = top;
-		*over += top > m->cap;
+		*over += top > m->level;
 	}
 }
 
@@ -118,9 +123,9 @@ static void pack_imp_find_hot(struct pack_imp *m)
 	for (i = 0; i < g->nr; i++) {
 		const struct pack_item *it = &m->ctx->items[g->items[i]];
 
-		if (it->off + it->size <= m->cap)
+		if (it->off + it->size <= m->level)
 			continue;
-		/* Insertion sort: few items are above the capacity. */
+		/* Insertion sort: few items reach the peak. */
 		for (j = m->nr_hot; j > 0; j--) {
 			const struct pack_item *p =
 				&m->ctx->items[g->items[m->hot[j - 1]]];
@@ -152,7 +157,7 @@ static void pack_imp_make_key(struct pack_imp *m, const struct pack_item *it,
 
 	switch (order) {
 	case 0: /* the peak-setting items first */
-		key->k1 = it->off + it->size > m->cap;
+		key->k1 = it->off + it->size > m->level;
 		key->k2 = it->size;
 		break;
 	case 1:
@@ -347,6 +352,7 @@ static int pack_imp_round(struct pack_imp *m, int nr_orders, bool *better)
 	int o, err, ff;
 
 	*better = false;
+	m->level = m->g->peak - 1; /* the peak is above the capacity here */
 	pack_imp_find_hot(m);
 	/* The peak-setting items alone, each at its lowest gap. */
 	for (h = 0; h < m->nr_hot; h++)
