@@ -90,6 +90,12 @@ static const struct opt table[SA_OPT_NR] = {
 			       "thread that marks, and switches there: the "
 			       "same switch every run (that step takes "
 			       "longer)" },
+	[SA_OPT_AUTO_FINE] = { "STALLOC_AUTO_FINE", T_BOOL, 0, 1, NULL, "1",
+			       "1", "library",
+			       "auto mode: 0 maps the traced iterations' "
+			       "memory in segments of up to "
+			       "STALLOC_SEGMENT_SIZE, as off mode does (fewer "
+			       "driver calls while tracing; a higher peak)" },
 	[SA_OPT_CACHE_LIMIT] = { "STALLOC_CACHE_LIMIT", T_SIZE, 0, NOMAX, NULL,
 				 NULL, "0 (no limit)", "library",
 				 "give cached memory back once more than "

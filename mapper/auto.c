@@ -45,11 +45,13 @@ int dev_auto_start(struct mdev *d)
 {
 	const char *pat = sa_opt_raw(SA_OPT_TRACE);
 	uint64_t iters;
+	bool fine;
 	int err;
 
 	err = sa_opt_size(SA_OPT_AUTO_ITERS, AUTO_ITERS_DEFAULT, &iters) ?:
 		      sa_opt_bool(SA_OPT_AUTO_CHECK, &d->auto_check)	 ?:
-		      sa_opt_bool(SA_OPT_AUTO_SYNC, &d->auto_sync);
+		      sa_opt_bool(SA_OPT_AUTO_SYNC, &d->auto_sync)	 ?:
+		      sa_opt_bool(SA_OPT_AUTO_FINE, &fine);
 	if (err)
 		return err;
 	if (iters < 3 && !sa_opt_raw(SA_OPT_AUTO_PLAN))
@@ -65,6 +67,16 @@ int dev_auto_start(struct mdev *d)
 	snprintf(d->auto_path, sizeof(d->auto_path), "%s", trec_path(d->rec));
 	d->auto_next_try = d->auto_try_at = AUTO_FIRST_TRY;
 	dev_regions(d, vmm_base(d->vmm) + vmm_size(d->vmm) / 2);
+	/*
+	 * The traced iterations run as off mode and their peak is the job's
+	 * (device.c gives idle memory back at the high water): mapped one
+	 * chunk per segment, every free chunk can go back, not only the
+	 * segments no live block pins.  SUITE=full: auto mode's geometric
+	 * mean 1.09% -> 0.66%, 116 of 132 workloads lower, none a chunk
+	 * higher; more driver calls while tracing (the 16 GB interleaved
+	 * rank: 21,844 -> 85,181 in all).
+	 */
+	d->dyn.fine = fine;
 	return 0;
 }
 
@@ -248,6 +260,7 @@ static bool auto_use(struct mdev *d, struct stalloc_plan *p, bool synced)
 		match_start_synced(&d->match);
 	else
 		match_start_planned(&d->match);
+	d->dyn.fine = false; /* from now on mapped as in plan mode */
 	snprintf(d->plan_path, sizeof(d->plan_path), "%.4000s (auto%s)",
 		 d->auto_path,
 		 synced ? ", iterations found without markers" : "");

@@ -13,7 +13,9 @@
  * mode reserves 102 MiB less; Documentation/mapper.rst has the suite).
  * Pages are mapped on demand: the chunks under a block are mapped when it
  * is handed out if they are not already (vmm_map_missing), so the region
- * grows by mapping and never moves or copies anything.
+ * grows by mapping and never moves or copies anything; with @fine (auto
+ * mode's traced iterations, auto.c) one chunk per segment, so that any
+ * free chunk can be given back, not only segments no live block pins.
  * dyn_release() unmaps the mappings that lie wholly inside free blocks
  * (vmm_unmap_present), which is how it shrinks; dyn_release_some() stops
  * once enough went, least recently freed blocks first (each free block
@@ -194,7 +196,8 @@ int dyn_alloc(struct dyn_region *d, uint64_t size, unsigned int slot,
 			return err;
 	}
 	d->ss->cur = slot; /* the shrinker's (streams.h) */
-	err = vmm_map_missing(d->vmm, b->addr, b->size, NULL);
+	err = vmm_map_missing_flags(d->vmm, b->addr, b->size,
+				    d->fine ? VMM_FINE : 0, NULL);
 	d->ss->cur = SS_MAX;
 	if (!err)
 		err = ss_wait(d->ss, &b->tags, slot, false);

@@ -156,6 +156,7 @@ struct dyn_region {
 	uint64_t free_bytes;
 	uint64_t clock; /* frees so far */
 	struct sstreams *ss;
+	bool fine; /* map one chunk per segment (see dyn_alloc()) */
 };
 
 struct mpool;

@@ -966,13 +966,19 @@ static void test_auto_sync(void **state)
  * A 20 MB request that does not fit the 16 MB hole a freed request left
  * below a live one: off mode keeps the hole mapped and maps 20 MB more;
  * auto mode's traced iterations give the hole back first (their peak is
- * the job's), so the 20 MB reuse its memory.
+ * the job's), so the 20 MB reuse its memory.  With @pin a 2 MB guard
+ * stays above the 16 MB and a 4 MB request comes after the free, into the
+ * hole (at its high end): it pins the chunks it lies on, and only the
+ * others can go back -- all of them when the 16 MB were mapped one chunk
+ * per segment (STALLOC_AUTO_FINE), else only those outside the segment it
+ * shares (the vmm gives the end chunks of a mapping segments of their
+ * own and the six between them one).
  */
-static uint64_t traced_peak(const char *mode)
+static uint64_t traced_peak(const char *mode, bool pin)
 {
 	char pattern[256], path[256];
 	struct stalloc_stats st;
-	void *a, *p, *b;
+	void *a, *g = NULL, *p, *b;
 
 	snprintf(pattern, sizeof(pattern), "%s/hole-%%d.trace", dir);
 	snprintf(path, sizeof(path), "%s/hole-0.trace", dir);
@@ -980,16 +986,25 @@ static uint64_t traced_peak(const char *mode)
 	setenv("STALLOC_TRACE", pattern, 1);
 	stalloc_mark("iteration");
 	a = stalloc_malloc(16 * MB, 0, NULL);
-	p = stalloc_malloc(2 * MB, 0, NULL);
 	assert_non_null(a);
-	assert_non_null(p);
+	if (pin)
+		g = stalloc_malloc(2 * MB, 0, NULL);
+	else
+		p = stalloc_malloc(2 * MB, 0, NULL);
 	stalloc_free(a, 0, 0, NULL);
+	if (pin) {
+		assert_non_null(g);
+		p = stalloc_malloc(4 * MB, 0, NULL);
+	}
+	assert_non_null(p);
 	b = stalloc_malloc(20 * MB, 0, NULL);
 	assert_non_null(b);
 	rb_stamp(b, 20 * MB, 3);
 	assert_true(rb_stamp_ok(b, 20 * MB, 3));
 	stalloc_free(b, 0, 0, NULL);
 	stalloc_free(p, 0, 0, NULL);
+	if (g)
+		stalloc_free(g, 0, 0, NULL);
 	stalloc_stats(0, &st);
 	stalloc_shutdown();
 	unlink(path);
@@ -1001,10 +1016,26 @@ static void test_auto_traced_shrink(void **state)
 	uint64_t off, traced;
 
 	(void)state;
-	off = traced_peak("off");
-	traced = traced_peak("auto");
+	off = traced_peak("off", false);
+	traced = traced_peak("auto", false);
 	assert_true(off >= 16 * MB + 2 * MB + 20 * MB);
 	assert_true(traced <= 2 * MB + 20 * MB + 2 * MB);
+}
+
+/* A live block in the hole pins the chunks it lies on, not the others. */
+static void test_auto_traced_fine(void **state)
+{
+	uint64_t fine, coarse;
+
+	(void)state;
+	fine = traced_peak("auto", true);
+	setenv("STALLOC_AUTO_FINE", "0", 1);
+	coarse = traced_peak("auto", true);
+	unsetenv("STALLOC_AUTO_FINE");
+	/* the 4 MB, the guard, the 20 MB and a chunk of slack */
+	assert_true(fine <= 4 * MB + 2 * MB + 20 * MB + 2 * MB);
+	/* the 16 MB but one end chunk, the guard, the 20 MB */
+	assert_true(coarse >= 14 * MB + 2 * MB + 20 * MB);
 }
 
 /*
@@ -1818,6 +1849,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_auto_mode),
 		MAPPER_TEST(test_auto_sync),
 		MAPPER_TEST(test_auto_traced_shrink),
+		MAPPER_TEST(test_auto_traced_fine),
 		MAPPER_TEST(test_auto_rejected),
 		MAPPER_TEST(test_auto_no_markers),
 		MAPPER_TEST(test_auto_no_markers_rejected),
