@@ -246,7 +246,6 @@ static void *auto_planner(void *arg)
 	return NULL;
 }
 
-/* Switch to the plan found without markers (device lock held). */
 /*
  * Serve from @p (owned from now on), made in-process: from the marker being
  * handled, or (@synced) from the next iteration start the requests show.
