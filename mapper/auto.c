@@ -71,10 +71,11 @@ int dev_auto_start(struct mdev *d)
 	 * The traced iterations run as off mode and their peak is the job's
 	 * (device.c gives idle memory back at the high water): mapped one
 	 * chunk per segment, every free chunk can go back, not only the
-	 * segments no live block pins.  SUITE=full: auto mode's geometric
-	 * mean 1.09% -> 0.66%, 116 of 132 workloads lower, none a chunk
-	 * higher; more driver calls while tracing (the 16 GB interleaved
-	 * rank: 21,844 -> 85,181 in all).
+	 * segments no live block pins.  The suite's 132 traces with the
+	 * switch at the marker (STALLOC_AUTO_SYNC=1): auto mode's geometric
+	 * mean 1.10% -> 0.66%, 118 lower, none higher; more driver calls
+	 * while tracing (the 16 GB interleaved rank: 21,844 -> 85,181 in
+	 * all).  Documentation/mapper.rst, auto mode.
 	 */
 	d->dyn.fine = fine;
 	return 0;
