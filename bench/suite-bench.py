@@ -8,7 +8,9 @@ parallelism, 1, 2 and 4 pipeline stages, scales from about 100 MiB to about
 55 GiB, MoE with routing imbalance 0, 0.5, 1, 2 and 4 and several seeds,
 single-step runs); the real GPU recordings of SHARED/workloads/real-gpu,
 imported by BUILD/stalloc-import when it is built (skipped with a note
-otherwise).
+otherwise); and stalloc's own traces of real training runs on an H100
+(bench/results/*-h100*/MODEL.trace.gz, the trace run of
+tools/gpu/torch-e2e.py: 30 iterations each), "h100-MMDD-MODEL".
 
 Plans are not oracles.  Where the job varies, the plan is made from one
 recording and another is replayed: MoE from routing seed 1, replayed with
@@ -26,8 +28,9 @@ off (libstalloc without a plan), caching and expandable (models of PyTorch's
 caching allocator without and with expandable segments); the overhead
 reserved / requested - 1 of each; stalloc's plan hits and misses; driver
 calls in one steady iteration (the next-to-last one, measured as the
-difference of two replays cut at iteration markers; needs 3 markers); the
-planning time.  Then a summary: the workloads where stalloc loses to an
+difference of two replays cut at iteration markers; needs 3 markers; auto
+mode's too, on recordings long enough to have steady iterations after its
+switch); the planning time.  Then a summary: the workloads where stalloc loses to an
 online policy (its peak reserved above min(off, caching, expandable) + one
 chunk), the geometric mean of each policy's overhead (of reserved /
 requested, minus 1), the worst workloads, and the runs without repetition
@@ -39,6 +42,7 @@ Usage: suite-bench.py [--size default|full] [--jobs N] [--json FILE]
 """
 import argparse
 import glob
+import gzip
 import json
 import math
 import os
@@ -316,6 +320,10 @@ def prepare_marked(w, build, tmp):
         rtrace = base + ".trace"
         run([os.path.join(build, "stalloc-import"), "-q", w["path"], "-o",
              rtrace], "stalloc-import")
+    elif w["path"].endswith(".gz"):
+        rtrace = base + ".trace"
+        with gzip.open(w["path"], "rb") as f, open(rtrace, "wb") as g:
+            g.write(f.read())
     else:
         rtrace = w["path"]
     # a recording: plan from its first iterations, replay it whole
@@ -344,6 +352,12 @@ def steady_calls(build, trace, plan, gran, tmp, name):
         ra = replay(build, pol, a, plan, gran)
         rb = replay(build, pol, b, plan, gran)
         calls[pol] = rb["driver_calls"] - ra["driver_calls"]
+    # auto mode switches at marker AUTO_ITERS + 1, and its first planned
+    # iteration maps the pool: steady from two iterations after that
+    if len(marks) >= AUTO_ITERS + 4:
+        ra = replay(build, "auto", a, None, gran)
+        rb = replay(build, "auto", b, None, gran)
+        calls["auto"] = rb["driver_calls"] - ra["driver_calls"]
     return calls
 
 
@@ -420,6 +434,15 @@ def workloads(size, build, shared):
     elif real:
         notes.append(f"{len(real)} real GPU recordings skipped: "
                      f"{build}/stalloc-import is not built")
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for t in sorted(glob.glob(os.path.join(here, "bench", "results",
+                                           "*-h100*", "*.trace.gz"))):
+        base = os.path.basename(t)[:-len(".trace.gz")]
+        if "-auto-" in base:
+            continue  # what auto mode recorded: its first iterations only
+        day = os.path.basename(os.path.dirname(t))[5:10].replace("-", "")
+        ws.append({"name": f"h100-{day}-{base}", "kind": "file",
+                   "path": t})
     ws += dense_sweep(size) + moe_sweep(size) + one_step_sweep()
     return ws, notes
 
@@ -499,6 +522,17 @@ def summary(ok, gran):
             f"auto {pct(geomean_overhead(auto, 'auto'))}%, off "
             f"{pct(geomean_overhead(auto, 'off'))}%, stalloc "
             f"{pct(geomean_overhead(auto, 'stalloc'))}%")
+        steady = [r for r in auto
+                  if "auto" in (r.get("steady_driver_calls") or {})]
+        if steady:
+            lines.append(
+                f"  driver calls in a steady iteration after the switch, "
+                f"{len(steady)} workloads long enough: " +
+                ", ".join(f"{r['name']} "
+                          f"{r['steady_driver_calls']['auto']}/"
+                          f"{r['steady_driver_calls']['stalloc']}/"
+                          f"{r['steady_driver_calls']['off']}"
+                          for r in steady) + " (auto/stalloc/off)")
         for r in sorted(lost, key=lambda r: -r["auto_excess_bytes"])[:5]:
             ra = r["replay"]["auto"]
             lines.append(

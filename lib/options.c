@@ -112,6 +112,15 @@ static const struct opt table[SA_OPT_NR] = {
 			       "the rest of the pool (fewer driver calls in "
 			       "iterations with dynamic requests; more "
 			       "memory)" },
+	[SA_OPT_STEADY_CALLS] = { "STALLOC_STEADY_CALLS", T_COUNT, 0, NOMAX,
+				  NULL, NULL, "16", "library",
+				  "plan and auto modes: driver calls a steady "
+				  "iteration may spend giving idle memory back "
+				  "at the high water (lending, shrinking); past "
+				  "that the high water rises by what it gave "
+				  "back, while it stays below off mode's peak "
+				  "in the plan's check (fewer calls, more "
+				  "memory; a huge value: never)" },
 	[SA_OPT_CTL] = { "STALLOC_CTL", T_BOOL, 0, 1, NULL, "1", "1", "library",
 			 "0 turns the control socket off" },
 	[SA_OPT_LOG] = { "STALLOC_LOG", T_CHOICE, 0, 0,

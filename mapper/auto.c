@@ -427,6 +427,7 @@ static void dev_mark(struct mdev *d, const char *label, bool iteration)
 	sa_mutex_lock(&d->lock);
 	ok = match_iteration(&d->match);
 	dev_warmup_done(d, SS_MAX);
+	dev_hold_iteration(d);
 	sa_mutex_unlock(&d->lock);
 	if (!ok)
 		sa_log(STALLOC_LOG_WARN,

@@ -90,7 +90,10 @@ static void dev_shrink(void *ctx, uint64_t va, uint64_t bytes, uint64_t over)
 	got = dyn_release_some(&d->dyn, over, slot);
 	if (got < over &&
 	    (!match_owns(&d->match, va) || dyn_used_bytes(&d->dyn)))
-		match_lend(&d->match, va, bytes, over - got, slot);
+		got += match_lend(&d->match, va, bytes, over - got, slot);
+	d->hold.shrunk += got;
+	if (over > d->hold.over)
+		d->hold.over = over;
 }
 
 static int dev_open_vmm(struct mdev *d)
@@ -100,7 +103,9 @@ static int dev_open_vmm(struct mdev *d)
 	int err;
 
 	err = sa_opt_size(SA_OPT_CACHE_LIMIT, 0, &d->cache_limit) ?:
-		      sa_opt_bool(SA_OPT_LEND, &lend);
+		      sa_opt_bool(SA_OPT_LEND, &lend)		  ?:
+		      sa_opt_size(SA_OPT_STEADY_CALLS, HOLD_CALLS_DEFAULT,
+				  &d->hold.budget);
 	if (err)
 		return err;
 	err = vmm_space_create(&cfg, &d->vmm);
@@ -408,6 +413,78 @@ void dev_warmup_done(struct mdev *d, unsigned int slot)
 	 * names no stream): what cannot be settled now goes as it is freed.
 	 */
 	dev_release(d, slot, false);
+}
+
+/*
+ * Holding the high water has a price in steady iterations: idle memory the
+ * shrinker gives back (lent pool chunks, unmapped dynamic blocks) is mapped
+ * again later in the same iteration, every iteration -- on an H100 some 30
+ * to 50 us per driver call: auto mode's dense GPT ran 2.5 times slower
+ * per step than off mode for 250 MiB (bench/results/2026-11-27i-h100).
+ * Where a steady iteration spends more than STALLOC_STEADY_CALLS driver
+ * calls so, and what it gave back is one deficit rolled through memory
+ * (at most twice its largest give-back), the high water may rise by that
+ * largest give-back, so that the next iteration keeps it mapped -- but
+ * never past the least any online policy (off mode, PyTorch's caching
+ * allocator without and with expandable segments) reserved in the plan's
+ * check: the memory a plan saves over them is not given up for speed.
+ * Where the give-backs are many times the largest (MoE: the pool and the
+ * dynamic region trading memory all iteration), the high water is at that
+ * bound already, or a rise was tried and the next iteration still spent
+ * over the budget, the device keeps holding from then on, and one warning
+ * says what the iterations spend if that is over four times the budget.
+ */
+void dev_hold_iteration(struct mdev *d)
+{
+	const struct stalloc_plan *p = d->match.plan;
+	struct dev_hold *h = &d->hold;
+	uint64_t calls = 0, spent, shrunk = h->shrunk, over = h->over;
+	uint64_t top, cap;
+	struct vmm_stats vs;
+	bool tried = h->tried;
+	char why[96];
+	int k;
+
+	vmm_get_stats(d->vmm, &vs);
+	for (k = 0; k < VMM_CALL_NR; k++)
+		calls += vs.calls[k];
+	spent = calls - h->calls;
+	h->calls = calls;
+	h->shrunk = h->over = 0;
+	h->tried = false;
+	/* the first planned iteration maps the pool and trims the warm-up */
+	if (!p || d->match.disabled || d->match.marks < p->warmup + 3 ||
+	    spent <= h->budget || !shrunk || h->warned)
+		return;
+	cap = p->check == STALLOC_CHECK_PASS ? p->check_online : 0;
+	top = vs.phys_bytes_peak > h->floor ? vs.phys_bytes_peak : h->floor;
+	if (!tried && shrunk <= 2 * over && top < cap) {
+		h->floor = top + over < cap ? top + over : cap;
+		h->tried = true;
+		vmm_set_shrink_floor(d->vmm, h->floor);
+		sa_log(STALLOC_LOG_INFO,
+		       "runtime: device %d: a steady iteration made %" PRIu64
+		       " driver calls giving back %" PRIu64
+		       " bytes: the high water may rise to %" PRIu64,
+		       d->device, spent, shrunk, h->floor);
+		return;
+	}
+	h->warned = true;
+	if (spent <= 4 * h->budget)
+		return; /* a few calls over: not worth a warning */
+	if (cap)
+		snprintf(why, sizeof(why),
+			 "the least an online policy reserved in the plan's "
+			 "check: %" PRIu64,
+			 cap);
+	else
+		snprintf(why, sizeof(why), "the plan was not checked");
+	sa_log(STALLOC_LOG_WARN,
+	       "runtime: device %d: a steady iteration made %" PRIu64
+	       " driver calls giving back %" PRIu64
+	       " bytes to hold the high water at %" PRIu64
+	       " bytes (%s); STALLOC_MODE=off makes none",
+	       d->device, spent, shrunk, top, why);
 }
 
 void stalloc_init(int device_count)

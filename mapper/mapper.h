@@ -220,6 +220,8 @@ void slab_destroy(struct slab_cache *sc);
 /* ------------------------------------------------------------- devices */
 
 #define MAPPER_MAX_DEVICES 64
+/* STALLOC_STEADY_CALLS's default: about a millisecond of driver work. */
+#define HOLD_CALLS_DEFAULT 16
 
 enum mdev_mode { MDEV_OFF, MDEV_TRACE, MDEV_PLAN, MDEV_AUTO };
 
@@ -270,6 +272,26 @@ enum mdev_mode { MDEV_OFF, MDEV_TRACE, MDEV_PLAN, MDEV_AUTO };
  * @warm_id: the last trace ID made before the plan took over (0: not yet)
  * @warm_live: requested bytes of dynamic blocks made by then, still live
  */
+/**
+ * struct dev_hold - what steady iterations spend holding the high water
+ * @budget: STALLOC_STEADY_CALLS
+ * @calls: the space's driver calls at the last iteration marker
+ * @shrunk: bytes the shrinker gave back since then
+ * @over: the most it was asked for at once since then
+ * @floor: the shrink floor set so far (vmm_set_shrink_floor())
+ * @tried: the floor was raised at the last marker
+ * @warned: gave up: the calls cannot be bought off (warned once)
+ */
+struct dev_hold {
+	uint64_t budget;
+	uint64_t calls;
+	uint64_t shrunk;
+	uint64_t over;
+	uint64_t floor;
+	bool tried;
+	bool warned;
+};
+
 struct mdev {
 	int device;
 	enum mdev_mode mode;
@@ -310,6 +332,7 @@ struct mdev {
 	struct stalloc_peak peak;
 	uint64_t warm_id;
 	uint64_t warm_live;
+	struct dev_hold hold;
 };
 
 /* The devices in use (RCU-published), and the parent's after a fork. */
@@ -371,6 +394,13 @@ void dev_report_oom(struct mdev *d, size_t size);
  * Device lock held, no RCU read-side section.
  */
 void dev_warmup_done(struct mdev *d, unsigned int slot);
+/*
+ * At an iteration marker of a planned run (device lock held): if the
+ * iteration just ended spent more than STALLOC_STEADY_CALLS driver calls
+ * giving memory back at the high water, let the high water rise by what
+ * it gave back, up to off mode's peak in the plan's check.
+ */
+void dev_hold_iteration(struct mdev *d);
 
 /* stats.c: take the peak accounting (a new reserved peak was reached). */
 void dev_peak_take(struct mdev *d);

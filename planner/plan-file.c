@@ -98,8 +98,9 @@ static void emit(const struct stalloc_plan *p, struct sbuf *b)
 		  p->align, p->pool, p->horizon);
 	sb_printf(b, "positions %u\nprologue %u\nwarmup %u\nwarmstart %u\n",
 		  p->nr_positions, p->nr_prologue, p->warmup, p->warmstart);
-	sb_printf(b, "check %s %" PRIu64 " %" PRIu64 "\n",
-		  check_names[p->check], p->check_planned, p->check_off);
+	sb_printf(b, "check %s %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+		  check_names[p->check], p->check_planned, p->check_off,
+		  p->check_online);
 	sb_printf(b, "entries %zu\n", p->nr_ent);
 	for (i = 0; i < p->nr_ent; i++) {
 		const struct plan_entry *e = &p->ent[i];
@@ -285,8 +286,9 @@ static int read_check(struct cursor *c, struct stalloc_plan *p)
 
 	if (!next_line(c))
 		return cur_err(c, "file ends before \"check\"");
-	if (c->nr != 4 || strcmp(c->f[0], "check") != 0)
-		return cur_err(c, "expected \"check STATE PLANNED OFF\"");
+	if (c->nr < 4 || c->nr > 5 || strcmp(c->f[0], "check") != 0)
+		return cur_err(c,
+			       "expected \"check STATE PLANNED OFF [ONLINE]\"");
 	for (k = 0; k < (int)ARRAY_SIZE(check_names); k++)
 		if (!strcmp(c->f[1], check_names[k]))
 			break;
@@ -298,8 +300,18 @@ static int read_check(struct cursor *c, struct stalloc_plan *p)
 	if (!num(c->f[2], &p->check_planned) || !num(c->f[3], &p->check_off))
 		return cur_err(c, "check bytes \"%s %s\" are not numbers",
 			       c->f[2], c->f[3]);
-	if (k == STALLOC_CHECK_NONE && (p->check_planned || p->check_off))
+	p->check_online = p->check_off; /* written before it was recorded */
+	if (c->nr == 5 && !num(c->f[4], &p->check_online))
+		return cur_err(c, "check bytes \"%s\" are not a number",
+			       c->f[4]);
+	if (k == STALLOC_CHECK_NONE &&
+	    (p->check_planned || p->check_off || p->check_online))
 		return cur_err(c, "an unchecked plan has no check bytes");
+	if (p->check_online > p->check_off)
+		return cur_err(c,
+			       "check bytes: ONLINE %" PRIu64
+			       " is above OFF %" PRIu64,
+			       p->check_online, p->check_off);
 	p->check = k;
 	return 0;
 }
@@ -514,6 +526,7 @@ static void summarise_read(struct stalloc_plan *p)
 	p->sum.check = p->check;
 	p->sum.check_planned = p->check_planned;
 	p->sum.check_off = p->check_off;
+	p->sum.check_online = p->check_online;
 }
 
 int stalloc_plan_read(const char *path, struct stalloc_plan **out)

@@ -130,6 +130,7 @@ struct stalloc_plan {
 	int check; /* enum stalloc_plan_check_state (planner/check.c) */
 	uint64_t check_planned; /* peak reserved replaying with the plan */
 	uint64_t check_off; /* the same in off mode */
+	uint64_t check_online; /* the least of off and the caching models */
 	struct plan_entry *ent;
 	size_t nr_ent;
 	struct plan_dyn *dyn;

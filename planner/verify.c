@@ -287,7 +287,7 @@ static int plan_check(struct stalloc_plan *plan, const char *plan_path,
 		      uint64_t granularity, const char *policy,
 		      struct stalloc_plan_verdict *out)
 {
-	struct verify_run with = { 0 }, off = { 0 };
+	struct verify_run with = { 0 }, off = { 0 }, cach = { 0 }, exp = { 0 };
 	struct stalloc_plan_verdict c = { 0 };
 	struct timespec t0, t1;
 	char tool[4096];
@@ -306,12 +306,21 @@ static int plan_check(struct stalloc_plan *plan, const char *plan_path,
 	if (!err)
 		err = verify_one(tool, env, "off", NULL, trace, granularity,
 				 &off);
+	if (!err)
+		err = verify_one(tool, env, "caching", NULL, trace, 0, &cach);
+	if (!err)
+		err = verify_one(tool, env, "expandable", NULL, trace, 0, &exp);
 	free(env);
 	if (err)
 		return err;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	c.planned = with.reserved;
 	c.off = off.reserved;
+	c.online = off.reserved;
+	if (cach.reserved && cach.reserved < c.online)
+		c.online = cach.reserved;
+	if (exp.reserved && exp.reserved < c.online)
+		c.online = exp.reserved;
 	c.misses = with.misses;
 	c.dropped = with.dropped;
 	c.granularity = granularity ? granularity : PLAN_CHECK_CHUNK;
@@ -322,9 +331,11 @@ static int plan_check(struct stalloc_plan *plan, const char *plan_path,
 			      STALLOC_CHECK_REJECT;
 	plan->check_planned = c.planned;
 	plan->check_off = c.off;
+	plan->check_online = c.online;
 	plan->sum.check = plan->check;
 	plan->sum.check_planned = c.planned;
 	plan->sum.check_off = c.off;
+	plan->sum.check_online = c.online;
 	if (out)
 		*out = c;
 	return 0;

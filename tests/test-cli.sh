@@ -92,18 +92,19 @@ assert 0 < j["check_planned"] <= j["check_off"] + (2 << 20), j
 assert j["check_ms"] > 0
 PY
 ok $? "the dense plan passes its check (JSON: planned within a chunk of off)"
-grep -q "^check pass [0-9]* [0-9]*$" "$tmp/d.plan"
+grep -q "^check pass [0-9]* [0-9]* [0-9]*$" "$tmp/d.plan"
 ok $? "the plan file records the check"
 expect 0 "--no-check" "$PLAN" --no-check -o "$tmp/n.plan" \
 	"$W/cpu-torch/gpt-dense.trace"
-grep -q "^check none 0 0$" "$tmp/n.plan"
+grep -q "^check none 0 0 0$" "$tmp/n.plan"
 ok $? "--no-check leaves the plan unchecked"
 expect 2 "a granularity that is not a power of two" "$PLAN" \
 	--granularity 3M "$W/cpu-torch/gpt-dense.trace"
 cat >"$tmp/fake-replay" <<'SH'
 #!/bin/sh
 # stands in for stalloc-replay: plan mode reserves FAKE_PLANNED, off
-# mode FAKE_OFF; fails on FAKE_FAIL or on any STALLOC_* variable
+# mode FAKE_OFF, the expandable-segments model FAKE_EXP (else FAKE_OFF);
+# fails on FAKE_FAIL or on any STALLOC_* variable
 pol=
 while [ $# -gt 0 ]; do
 	[ "$1" = --policy ] && pol=$2
@@ -118,6 +119,7 @@ if [ -n "${FAKE_FAIL:-}" ]; then
 	exit 1
 fi
 [ "$pol" = stalloc ] && r=$FAKE_PLANNED || r=$FAKE_OFF
+[ "$pol" = expandable ] && r=${FAKE_EXP:-$FAKE_OFF}
 if [ "$pol" = stalloc ] && [ -n "${FAKE_DROP:-}" ]; then
 	# as stalloc-replay does: the report, then exit 2
 	echo "{\"peak_reserved_bytes\": $r, \"plan_misses\": 7, \"plan_dropped\": true}"
@@ -133,27 +135,27 @@ fake() {
 expect 0 "a plan one chunk and a byte above off mode" \
 	fake env FAKE_PLANNED=102760449 FAKE_OFF=100663296 \
 	"$PLAN" -o "$tmp/r.plan" "$W/cpu-torch/gpt-dense.trace"
-grep -q "^check reject 102760449 100663296$" "$tmp/r.plan" &&
+grep -q "^check reject 102760449 100663296 100663296$" "$tmp/r.plan" &&
 	grep -q "rejected, the runtime will run as in off mode" "$tmp/out"
 ok $? "is rejected (and no STALLOC_* variable reached the replays)"
 expect 0 "a plan exactly one chunk above off mode" \
-	fake env FAKE_PLANNED=102760448 FAKE_OFF=100663296 \
+	fake env FAKE_PLANNED=102760448 FAKE_OFF=100663296 FAKE_EXP=99614720 \
 	"$PLAN" -o "$tmp/p.plan" "$W/cpu-torch/gpt-dense.trace"
-grep -q "^check pass " "$tmp/p.plan"
-ok $? "passes"
+grep -q "^check pass 102760448 100663296 99614720$" "$tmp/p.plan"
+ok $? "passes, with the least online peak (expandable segments' here)"
 expect 0 "a plan the runtime drops on its own trace" \
 	fake env FAKE_DROP=1 FAKE_PLANNED=100663296 FAKE_OFF=100663296 \
 	"$PLAN" -o "$tmp/dr.plan" "$W/cpu-torch/gpt-dense.trace"
-grep -q "^check reject 100663296 100663296$" "$tmp/dr.plan"
+grep -q "^check reject 100663296 100663296 100663296$" "$tmp/dr.plan"
 ok $? "is rejected, though no larger"
 expect 0 "a replay that fails" fake env FAKE_FAIL=1 FAKE_PLANNED=1 \
 	FAKE_OFF=1 "$PLAN" -o "$tmp/f.plan" "$W/cpu-torch/gpt-dense.trace"
-grep -q "^check none 0 0$" "$tmp/f.plan" &&
+grep -q "^check none 0 0 0$" "$tmp/f.plan" &&
 	grep -q "not checked: .*exited 1: replay broke" "$tmp/err"
 ok $? "leaves the plan unchecked, with a warning naming why"
 expect 0 "no replay program" env STALLOC_REPLAY="$tmp/nope" "$PLAN" \
 	-o "$tmp/x.plan" "$W/cpu-torch/gpt-dense.trace"
-grep -q "^check none 0 0$" "$tmp/x.plan" && grep -q "nope" "$tmp/err"
+grep -q "^check none 0 0 0$" "$tmp/x.plan" && grep -q "nope" "$tmp/err"
 ok $? "leaves the plan unchecked, with a warning naming it"
 # the runtime does not use a rejected plan: the replay is off mode's
 "$O/stalloc-replay" --json --policy off "$W/cpu-torch/gpt-dense.trace" \

@@ -232,8 +232,8 @@ PY
 import sys, zlib
 path = sys.argv[1]
 text = open(path).read()
-body = text[:text.index("checksum ")].replace("\ncheck none 0 0\n",
-                                              "\ncheck reject 300 200\n")
+body = text[:text.index("checksum ")].replace("\ncheck none 0 0 0\n",
+                                              "\ncheck reject 300 200 200\n")
 open(path, "w").write(body + "checksum 0x%08x\n" % zlib.crc32(body.encode()))
 PY
 	"$O/stalloc-replay" --hold --plan "$tmp/rj.plan" "$dense" \

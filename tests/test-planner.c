@@ -852,12 +852,18 @@ static void ed_check_state(char *t)
 
 static void ed_check_bytes(char *t)
 {
-	swap_str(t, "\ncheck none 0 0", "\ncheck none 5 0");
+	swap_str(t, "\ncheck none 0 0 0", "\ncheck none 5 0 0");
 }
 
 static void ed_check_missing(char *t)
 {
-	swap_str(t, "\ncheck none 0 0", "");
+	swap_str(t, "\ncheck none 0 0 0", "");
+}
+
+/* The least online peak above off mode's: not a check's. */
+static void ed_check_online(char *t)
+{
+	swap_str(t, "\ncheck none 0 0 0", "\ncheck pass 200 300 400");
 }
 
 /* Drop the line starting with @key (after a newline) from @t. */
@@ -886,10 +892,16 @@ static void ed_version1(char *t)
 	drop_line(t, "\ncheck ");
 }
 
-/* A plan rejected by its check, with both peaks. */
+/* A plan rejected by its check, with its three peaks. */
 static void ed_rejected(char *t)
 {
-	swap_str(t, "\ncheck none 0 0", "\ncheck reject 300 200");
+	swap_str(t, "\ncheck none 0 0 0", "\ncheck reject 300 200 150");
+}
+
+/* The same as written before the least online peak was recorded. */
+static void ed_rejected_old(char *t)
+{
+	swap_str(t, "\ncheck none 0 0 0", "\ncheck reject 300 200");
 }
 
 /* @good edited by @edit, resealed, written and read back (it must read). */
@@ -940,6 +952,7 @@ static void test_plan_corruption(void **state)
 	corrupt(good, ed_check_state, true, "not none, pass or reject");
 	corrupt(good, ed_check_bytes, true, "no check bytes");
 	corrupt(good, ed_check_missing, true, "expected \"check");
+	corrupt(good, ed_check_online, true, "is above OFF");
 	/* and the good one still reads */
 	write_text(plan_path, good);
 	assert_int_equal(stalloc_plan_read(plan_path, &p), 0);
@@ -965,11 +978,18 @@ static void test_plan_corruption(void **state)
 		assert_int_equal(sum.check, STALLOC_CHECK_REJECT);
 		assert_int_equal(sum.check_planned, 300);
 		assert_int_equal(sum.check_off, 200);
+		assert_int_equal(sum.check_online, 150);
 		assert_int_equal(stalloc_plan_write(p, plan_path), 0);
 		stalloc_plan_free(p);
 		again = read_text(plan_path);
-		assert_non_null(strstr(again, "\ncheck reject 300 200\n"));
+		assert_non_null(strstr(again, "\ncheck reject 300 200 150\n"));
 		free(again);
+		/* four fields: the least online peak is taken as off mode's */
+		p = read_edited(good, ed_rejected_old);
+		stalloc_plan_summary(p, &sum);
+		assert_int_equal(sum.check_off, 200);
+		assert_int_equal(sum.check_online, 200);
+		stalloc_plan_free(p);
 	}
 	free(good);
 	unlink(plan_path);

@@ -593,6 +593,54 @@ static void test_map_missing_unmap_present(void **state)
 			 -EINVAL);
 }
 
+/* The shrinker's calls: how many, and how far past the high water. */
+struct shrink_log {
+	int calls;
+	uint64_t over;
+};
+
+static void log_shrink(void *ctx, uint64_t va, uint64_t bytes, uint64_t over)
+{
+	struct shrink_log *l = ctx;
+
+	(void)va;
+	(void)bytes;
+	l->calls++;
+	l->over = over;
+}
+
+/*
+ * The shrinker is called before a mapping raises the physical high water,
+ * with how far past it; under a shrink floor the high water may rise to
+ * the floor first.
+ */
+static void test_shrink_floor(void **state)
+{
+	struct fx *f = *state;
+	struct shrink_log l = { 0 };
+	uint64_t c = f->chunk, got;
+
+	vmm_set_shrinker(f->s, log_shrink, &l);
+	assert_int_equal(vmm_map_missing(f->s, va_at(f, 0), 2 * c, NULL), 0);
+	assert_int_equal(l.calls, 1); /* past the high water of 0 */
+	assert_int_equal(l.over, 2 * c);
+	assert_int_equal(vmm_unmap_present(f->s, va_at(f, 0), 2 * c, 0, &got),
+			 0);
+	assert_int_equal(got, 2 * c);
+	/* back under the high water (2 chunks): no call */
+	assert_int_equal(vmm_map_missing(f->s, va_at(f, 4), 2 * c, NULL), 0);
+	assert_int_equal(l.calls, 1);
+	/* a floor of 5 chunks: the high water rises to it without a call */
+	vmm_set_shrink_floor(f->s, 5 * c);
+	assert_int_equal(vmm_map_missing(f->s, va_at(f, 6), 3 * c, NULL), 0);
+	assert_int_equal(l.calls, 1);
+	/* past the floor: called, for what goes past it */
+	assert_int_equal(vmm_map_missing(f->s, va_at(f, 9), 2 * c, NULL), 0);
+	assert_int_equal(l.calls, 2);
+	assert_int_equal(l.over, 2 * c);
+	vmm_set_shrinker(f->s, NULL, NULL);
+}
+
 /* Driver calls that map and unmap (and create and release) memory. */
 static uint64_t map_calls(const struct vmm_stats *st)
 {
@@ -1034,6 +1082,7 @@ int main(int argc, char **argv)
 		T(test_unmap_synchronises),
 		T(test_unmap_whole_segments),
 		T(test_map_missing_unmap_present),
+		T(test_shrink_floor),
 		T(test_peers),
 		T(test_rdma_handle_types),
 		T(test_primary_context),

@@ -570,14 +570,26 @@ void vmm_set_shrinker(struct vmm_space *s,
 	sa_mutex_unlock(&s->lock);
 }
 
-/* How far mapping @missing more bytes would go past the physical peak. */
+void vmm_set_shrink_floor(struct vmm_space *s, uint64_t bytes)
+{
+	sa_mutex_lock(&s->lock);
+	s->shrink_floor = bytes;
+	sa_mutex_unlock(&s->lock);
+}
+
+/*
+ * How far mapping @missing more bytes would go past the physical peak, or
+ * past the shrink floor where that is higher.
+ */
 static uint64_t vmm_over_peak(struct vmm_space *s, uint64_t missing)
 {
-	uint64_t want;
+	uint64_t want, top;
 
 	sa_mutex_lock(&s->lock);
 	want = s->st.bytes_mapped + missing;
-	want = want > s->st.phys_bytes_peak ? want - s->st.phys_bytes_peak : 0;
+	top = s->st.phys_bytes_peak > s->shrink_floor ? s->st.phys_bytes_peak :
+							s->shrink_floor;
+	want = want > top ? want - top : 0;
 	sa_mutex_unlock(&s->lock);
 	return want;
 }

@@ -69,6 +69,7 @@ struct vmm_ment {
  * @fork_gen: vmm_fork_gen when the space was made (see vmm_forked())
  * @shrink: called before a mapping raises the physical high water
  * @shrink_ctx: its argument
+ * @shrink_floor: the shrinker is not called below this many bytes mapped
  * @st: statistics (calls[] and call_failures[] are atomic, the rest under
  *	@lock)
  */
@@ -87,6 +88,7 @@ struct vmm_space {
 	unsigned long fork_gen;
 	void (*shrink)(void *ctx, uint64_t va, uint64_t bytes, uint64_t over);
 	void *shrink_ctx;
+	uint64_t shrink_floor;
 	struct vmm_stats st; /* under @lock; its calls[] stay zero */
 	uint64_t calls[VMM_CALL_NR]; /* atomic, no lock */
 	uint64_t call_failures[VMM_CALL_NR]; /* atomic, no lock */

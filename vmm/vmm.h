@@ -254,6 +254,14 @@ void vmm_set_shrinker(struct vmm_space *s,
 		      void *ctx);
 
 /*
+ * Let the physical high water rise to @bytes without calling the
+ * shrinker: it is called only for a mapping that would take the bytes
+ * mapped past both the high water and @bytes (0, the default: the high
+ * water alone).
+ */
+void vmm_set_shrink_floor(struct vmm_space *s, uint64_t bytes);
+
+/*
  * The reverse: unmap every mapping lying wholly inside [va, va + bytes)
  * (chunks only partly inside, unmapped slots and mappings reaching past
  * either end are left alone), after one device synchronisation unless

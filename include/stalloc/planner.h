@@ -128,6 +128,9 @@ enum stalloc_plan_check_state {
  * @check_planned: checked plans: peak bytes reserved replaying the trace
  *	with the plan
  * @check_off: the same in off mode
+ * @check_online: the least any online policy reserved there: off mode, and
+ *	the models of PyTorch's caching allocator without and with
+ *	expandable segments (@check_off in files written before it)
  */
 struct stalloc_plan_summary {
 	uint64_t requests;
@@ -157,6 +160,7 @@ struct stalloc_plan_summary {
 	int check;
 	uint64_t check_planned;
 	uint64_t check_off;
+	uint64_t check_online;
 };
 
 /**
@@ -249,6 +253,10 @@ STALLOC_API size_t stalloc_plan_boundaries(const struct stalloc_plan *plan,
  * struct stalloc_plan_verdict - how a plan fared against its own trace
  * @planned: peak bytes reserved replaying the trace with the plan
  * @off: the same in off mode (what the runtime does without a plan)
+ * @online: the least of @off and the peaks of the models of PyTorch's
+ *	caching allocator (without and with expandable segments) on the
+ *	same trace: what the plan's steady iterations may rise to
+ *	(STALLOC_STEADY_CALLS)
  * @misses: planned requests the runtime served elsewhere meanwhile
  * @dropped: the runtime gave up the plan during the replay
  * @granularity: the chunk size both replays used (the margin allowed)
@@ -257,6 +265,7 @@ STALLOC_API size_t stalloc_plan_boundaries(const struct stalloc_plan *plan,
 struct stalloc_plan_verdict {
 	uint64_t planned;
 	uint64_t off;
+	uint64_t online;
 	uint64_t misses;
 	bool dropped;
 	uint64_t granularity;

@@ -251,10 +251,10 @@ static void print_json(const struct stalloc_plan *p, const struct args *a)
 	       s.dynamic_requests, s.persistent_bytes, s.dynamic_bytes,
 	       s.reusable_bytes, s.fingerprint);
 	printf(", \"check\": \"%s\", \"check_planned\": %" PRIu64
-	       ", \"check_off\": %" PRIu64 ", \"check_misses\": %" PRIu64
-	       ", \"check_ms\": %.3f}\n",
+	       ", \"check_off\": %" PRIu64 ", \"check_online\": %" PRIu64
+	       ", \"check_misses\": %" PRIu64 ", \"check_ms\": %.3f}\n",
 	       check_name(s.check), s.check_planned, s.check_off,
-	       a->check.misses, a->check.check_ms);
+	       s.check_online, a->check.misses, a->check.check_ms);
 }
 
 static double mib(uint64_t b)
@@ -319,9 +319,11 @@ static void print_human(const struct stalloc_plan *p, const struct args *a)
 		       mib(s.dynamic_bytes), mib(s.reusable_bytes));
 	if (s.check != STALLOC_CHECK_NONE)
 		printf("  check: its trace replayed reserves %.3f MiB with the "
-		       "plan (%" PRIu64 " misses), %.3f MiB in off mode: %s "
+		       "plan (%" PRIu64 " misses), %.3f MiB in off mode, "
+		       "%.3f MiB under the least online policy: %s "
 		       "(%.0f ms)\n",
 		       mib(s.check_planned), a->check.misses, mib(s.check_off),
+		       mib(s.check_online),
 		       s.check == STALLOC_CHECK_PASS ?
 			       "passed" :
 			       "rejected, the runtime will run as in off mode",
