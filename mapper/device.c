@@ -420,7 +420,7 @@ void dev_warmup_done(struct mdev *d, unsigned int slot)
  * shrinker gives back (lent pool chunks, unmapped dynamic blocks) is mapped
  * again later in the same iteration, every iteration -- on an H100 some 30
  * to 50 us per driver call: auto mode's dense GPT ran 2.5 times slower
- * per step than off mode for 250 MiB (bench/results/2026-11-27i-h100).
+ * per step than off mode for 246 MiB (bench/results/2026-11-27i-h100).
  * Where a steady iteration spends more than STALLOC_STEADY_CALLS driver
  * calls so, and what it gave back is one deficit rolled through memory
  * (at most twice its largest give-back), the high water may rise by that
