@@ -117,10 +117,10 @@ static const struct opt table[SA_OPT_NR] = {
 				  "plan and auto modes: driver calls a steady "
 				  "iteration may spend giving idle memory back "
 				  "at the high water (lending, shrinking); past "
-				  "that the high water rises by what it gave "
-				  "back, while it stays below off mode's peak "
-				  "in the plan's check (fewer calls, more "
-				  "memory; a huge value: never)" },
+				  "that the high water rises by its largest "
+				  "give-back, never above the least online "
+				  "policy's peak in the plan's check (fewer "
+				  "calls, more memory; a huge value: never)" },
 	[SA_OPT_CTL] = { "STALLOC_CTL", T_BOOL, 0, 1, NULL, "1", "1", "library",
 			 "0 turns the control socket off" },
 	[SA_OPT_LOG] = { "STALLOC_LOG", T_CHOICE, 0, 0,
