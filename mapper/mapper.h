@@ -226,6 +226,26 @@ void slab_destroy(struct slab_cache *sc);
 enum mdev_mode { MDEV_OFF, MDEV_TRACE, MDEV_PLAN, MDEV_AUTO };
 
 /**
+ * struct dev_hold - what steady iterations spend holding the high water
+ * @budget: STALLOC_STEADY_CALLS
+ * @calls: the space's driver calls at the last iteration marker
+ * @shrunk: bytes the shrinker gave back since then
+ * @over: the most it was asked for at once since then
+ * @floor: the shrink floor set so far (vmm_set_shrink_floor())
+ * @tried: the floor was raised at the last marker
+ * @warned: gave up: the calls cannot be bought off (warned once)
+ */
+struct dev_hold {
+	uint64_t budget;
+	uint64_t calls;
+	uint64_t shrunk;
+	uint64_t over;
+	uint64_t floor;
+	bool tried;
+	bool warned;
+};
+
+/**
  * struct mdev - one device's allocator
  * @device: its ordinal
  * @mode: what STALLOC_MODE asked for
@@ -271,27 +291,8 @@ enum mdev_mode { MDEV_OFF, MDEV_TRACE, MDEV_PLAN, MDEV_AUTO };
  * @peak: where the reserved bytes were at their peak (stats.c)
  * @warm_id: the last trace ID made before the plan took over (0: not yet)
  * @warm_live: requested bytes of dynamic blocks made by then, still live
+ * @hold: what steady iterations spend holding the high water
  */
-/**
- * struct dev_hold - what steady iterations spend holding the high water
- * @budget: STALLOC_STEADY_CALLS
- * @calls: the space's driver calls at the last iteration marker
- * @shrunk: bytes the shrinker gave back since then
- * @over: the most it was asked for at once since then
- * @floor: the shrink floor set so far (vmm_set_shrink_floor())
- * @tried: the floor was raised at the last marker
- * @warned: gave up: the calls cannot be bought off (warned once)
- */
-struct dev_hold {
-	uint64_t budget;
-	uint64_t calls;
-	uint64_t shrunk;
-	uint64_t over;
-	uint64_t floor;
-	bool tried;
-	bool warned;
-};
-
 struct mdev {
 	int device;
 	enum mdev_mode mode;
@@ -397,8 +398,8 @@ void dev_warmup_done(struct mdev *d, unsigned int slot);
 /*
  * At an iteration marker of a planned run (device lock held): if the
  * iteration just ended spent more than STALLOC_STEADY_CALLS driver calls
- * giving memory back at the high water, let the high water rise by what
- * it gave back, up to off mode's peak in the plan's check.
+ * giving memory back at the high water, let the high water rise by its
+ * largest give-back, up to the least online peak in the plan's check.
  */
 void dev_hold_iteration(struct mdev *d);
 
