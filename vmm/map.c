@@ -572,6 +572,8 @@ void vmm_set_shrinker(struct vmm_space *s,
 
 void vmm_set_shrink_floor(struct vmm_space *s, uint64_t bytes)
 {
+	if (vmm_forked(s))
+		return;
 	sa_mutex_lock(&s->lock);
 	s->shrink_floor = bytes;
 	sa_mutex_unlock(&s->lock);

@@ -260,7 +260,7 @@ STALLOC_API size_t stalloc_plan_boundaries(const struct stalloc_plan *plan,
  * @misses: planned requests the runtime served elsewhere meanwhile
  * @dropped: the runtime gave up the plan during the replay
  * @granularity: the chunk size both replays used (the margin allowed)
- * @check_ms: wall time of both replays
+ * @check_ms: wall time of the four replays
  */
 struct stalloc_plan_verdict {
 	uint64_t planned;
@@ -289,7 +289,8 @@ struct stalloc_plan_verdict {
  * reserves more than one chunk above off mode at the peak, or that the
  * runtime drops, is marked rejected (STALLOC_CHECK_REJECT): written again,
  * the runtime then ignores it and runs as in off mode.  Otherwise it is
- * marked passed.
+ * marked passed.  Two more replays, of the models of PyTorch's caching
+ * allocator without and with expandable segments, give @online.
  *
  * Return: 0, or a negative errno when the check could not run (no replay
  * program, a replay that failed); @plan is then left unchecked.
