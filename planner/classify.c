@@ -611,6 +611,14 @@ static int classify_pos(struct cls_ctx *c, uint32_t pos, struct stalloc_plan *p)
 	d.size_min = v.size_min;
 	d.size_max = v.size_max;
 	d.start = v.start;
+	/*
+	 * Outliving the iteration (state created late: an expert's first
+	 * tokens), or not seen freed at all: its free ranges must stay
+	 * clear for the whole iteration (reuse.c), or it sits on the slots
+	 * of the next iteration's first half in every later one.
+	 */
+	d.lasting = v.later || (v.next && v.end_next > v.start) ||
+		    (!v.within && !v.next);
 	if (v.later || (v.next && v.end_next > v.start)) {
 		d.end = c->horizon; /* lives to the end of the iteration */
 	} else if (v.next) {

@@ -107,6 +107,7 @@ struct plan_dyn {
 	uint64_t start;
 	uint64_t end;
 	bool wraps;
+	bool lasting; /* outlives the iteration: not in the file */
 	uint32_t first_range;
 	uint32_t nr_ranges;
 };

@@ -8,7 +8,9 @@
  * rest of [0, pool) is free throughout the window, and the runtime places
  * a dynamic request of that position there first.  The ranges at least as
  * large as the position's smallest size are kept, largest first, at most
- * REUSE_MAX_RANGES of them.
+ * REUSE_MAX_RANGES of them.  A position whose requests outlive the
+ * iteration (d->lasting) is given the whole iteration as its window: such
+ * a request stays where it was put, over the next iterations too.
  *
  * The report replays each steady iteration's dynamic requests in order,
  * each first-fit into its position's ranges away from the dynamic requests
@@ -52,6 +54,11 @@ static int dyn_ranges(struct stalloc_plan *p, struct plan_dyn *d,
 	uint64_t at = 0;
 	struct plan_range *nrng;
 
+	if (d->lasting) {
+		w.start = 0;
+		w.end = p->horizon;
+		w.wraps = false;
+	}
 	for (i = 0; i < p->nr_ent; i++) {
 		struct pack_buf b;
 
