@@ -595,6 +595,58 @@ static void test_classify_odd_iteration(void **state)
 	stalloc_plan_free(p);
 }
 
+/*
+ * Eight steps: two 8 MiB activations freed early, 4 and 2 MiB later, and
+ * at the end 8 MiB of optimizer state that lives on, in all steps but the
+ * third and sixth (an expert without tokens).  The state's position is
+ * dynamic, and since its requests outlive the step, its free ranges must
+ * be clear of every planned buffer at every moment, not only from its
+ * allocation on: the activations' slots, free then, are theirs again in
+ * the next step.
+ */
+static void test_classify_lasting(void **state)
+{
+	char path[] = "/tmp/stalloc-lasting-XXXXXX";
+	struct stalloc_plan *p;
+	uint64_t seq = 1, id = 1, k, a, b, c;
+	FILE *f;
+	size_t i, r;
+
+	(void)state;
+	f = trace_create(path);
+	for (k = 0; k < 8; k++) {
+		fprintf(f, "m %" PRIu64 " iteration\n", seq++);
+		a = id++;
+		b = id++;
+		c = id++;
+		fprintf(f, "a %" PRIu64 " %" PRIu64 " 8388608\n", seq++, a);
+		fprintf(f, "a %" PRIu64 " %" PRIu64 " 8388608\n", seq++, b);
+		fprintf(f, "f %" PRIu64 " %" PRIu64 "\n", seq++, a);
+		fprintf(f, "a %" PRIu64 " %" PRIu64 " 4194304\n", seq++, c);
+		fprintf(f, "f %" PRIu64 " %" PRIu64 "\n", seq++, b);
+		fprintf(f, "a %" PRIu64 " %" PRIu64 " 2097152\n", seq++, id);
+		fprintf(f, "f %" PRIu64 " %" PRIu64 "\n", seq++, id++);
+		if (k != 2 && k != 5)
+			fprintf(f, "a %" PRIu64 " %" PRIu64 " 8388608\n", seq++,
+				id++);
+		fprintf(f, "f %" PRIu64 " %" PRIu64 "\n", seq++, c);
+	}
+	fclose(f);
+	p = plan_of(path);
+	unlink(path);
+	assert_int_equal(p->nr_dyn, 1);
+	for (r = 0; r < p->dyn[0].nr_ranges; r++) {
+		const struct plan_range *rg =
+			&p->ranges[p->dyn[0].first_range + r];
+
+		for (i = 0; i < p->nr_ent; i++)
+			assert_true(rg->offset >=
+					    p->ent[i].offset + p->ent[i].size ||
+				    p->ent[i].offset >= rg->offset + rg->len);
+	}
+	stalloc_plan_free(p);
+}
+
 /* ---------------------------------------------------------- plan files */
 
 static char plan_path[] = "/tmp/stalloc-plan-XXXXXX";
@@ -1011,6 +1063,7 @@ int main(void)
 		cmocka_unit_test(test_classify_moe),
 		cmocka_unit_test(test_classify_islands),
 		cmocka_unit_test(test_classify_odd_iteration),
+		cmocka_unit_test(test_classify_lasting),
 		cmocka_unit_test(test_plan_roundtrip),
 		cmocka_unit_test(test_plan_corruption),
 	};
