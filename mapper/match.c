@@ -31,7 +31,11 @@
  * out, and, in the warm-up's last iteration, by exact size when early
  * (warm_early()) -- and in plans with dynamic positions by size alone
  * there (warm_by_size()), where the warm-up's tail starts no iteration
- * before the cursor is near the end (warm_wrapped()).
+ * before the cursor is near the end (warm_wrapped()).  With markers, an
+ * iteration whose start was inferred (its marker missing) and whose first
+ * requests then miss was none -- an evaluation or a graph capture after a
+ * step -- and the matcher stands aside until the next marker
+ * (probe_inferred()).
  *
  * Before a slot is handed out, the planned blocks live now (kept sorted by
  * offset) are searched for one overlapping it, in O(log n); if one does --
@@ -55,6 +59,7 @@
  * Locking: every call runs under the device lock.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -653,6 +658,7 @@ static bool match_place(struct matcher *m, uint64_t size, void *stream,
 static void implicit_iteration(struct matcher *m, uint64_t asize);
 static void inferred_iteration(struct matcher *m);
 static void missed_marker(struct matcher *m, uint64_t asize);
+static void probe_inferred(struct matcher *m, bool missed);
 
 bool match_alloc(struct matcher *m, uint64_t size, uint64_t id, void *stream,
 		 uint64_t *addr, uint32_t *ent, bool *miss)
@@ -1079,6 +1085,8 @@ static bool match_place(struct matcher *m, uint64_t size, void *stream,
 	}
 	if (!m->marked)
 		implicit_iteration(m, asize);
+	else if (m->standby)
+		return false; /* not an iteration: not a miss either */
 	else
 		missed_marker(m, asize);
 	if (m->disabled)
@@ -1094,7 +1102,12 @@ static bool match_place(struct matcher *m, uint64_t size, void *stream,
 			return true;
 		return warm_place(m, asize, stream, addr, ent);
 	}
-	return place_near_cursor(m, asize, stream, addr, ent, miss);
+	if (place_near_cursor(m, asize, stream, addr, ent, miss)) {
+		probe_inferred(m, false);
+		return true;
+	}
+	probe_inferred(m, *miss);
+	return false;
 }
 
 /* The sizes seen in the first planned iteration, hashed like the plan. */
@@ -1228,6 +1241,11 @@ static bool next_iteration(struct matcher *m)
 bool match_iteration(struct matcher *m)
 {
 	m->marked = true;
+	if (m->standby) {
+		/* the inferred start was wrong: this one is the iteration's */
+		m->standby = m->implicit = false;
+		return next_iteration(m);
+	}
 	if (m->implicit) {
 		m->implicit = false;
 		/* late: the iteration it starts began a few requests ago */
@@ -1332,7 +1350,35 @@ static void missed_marker(struct matcher *m, uint64_t asize)
 		    !wrapped(m, asize))
 		return;
 	m->implicit = true;
+	m->probe_seen = m->probe_misses = 0;
 	inferred_iteration(m);
+}
+
+/*
+ * After a missed marker, is the iteration inferred from the requests one?
+ * Jobs that mark their iterations end them with work of another kind (an
+ * evaluation, a CUDA graph's capture and replays, a checkpoint) whose
+ * first request can look like an iteration's start: matched as an
+ * iteration, its requests missed one after the other (599 misses after
+ * the last step of an H100 recording of a small GPT) or took slots of
+ * their size that the next real iteration needs.  When MATCH_PROBE_MISSES
+ * of its first MATCH_PROBE requests missed, more than half of those seen,
+ * the matcher stands aside until the next marker.
+ */
+static void probe_inferred(struct matcher *m, bool missed)
+{
+	if (!m->implicit || m->probe_seen >= MATCH_PROBE)
+		return;
+	m->probe_seen++;
+	m->probe_misses += missed;
+	if (m->probe_misses < MATCH_PROBE_MISSES ||
+	    2 * m->probe_misses <= m->probe_seen)
+		return;
+	m->standby = true;
+	sa_log(STALLOC_LOG_INFO,
+	       "runtime: device %d: the requests after iteration %" PRIu64
+	       " do not follow the plan: unplanned until the next marker",
+	       vmm_device(m->vmm), m->marks - 1);
 }
 
 void match_start_planned(struct matcher *m)

@@ -41,6 +41,14 @@
 /* how far past the cursor a dynamic run's exit may be for that */
 #define MATCH_EXIT_RUN 32
 
+/*
+ * An iteration whose marker did not come (its start inferred from the
+ * requests) that misses this many of its first MATCH_PROBE requests, more
+ * than half of those seen, was no iteration: the matcher stands aside.
+ */
+#define MATCH_PROBE 32
+#define MATCH_PROBE_MISSES 8
+
 /* The entry number of a dynamic request placed in the plan's free space. */
 #define MATCH_REUSED UINT32_MAX
 
@@ -105,6 +113,10 @@ struct clear_seg {
  * @marked: markers were seen; without them iteration starts are inferred
  * @implicit: with markers, this iteration's start was inferred (its marker
  *	was missing or late)
+ * @probe_seen: requests of an inferred iteration (@implicit) so far
+ * @probe_misses: how many of them missed
+ * @standby: the inferred iteration was none (its requests did not follow
+ *	the plan): nothing is matched until the next marker
  */
 struct matcher {
 	struct stalloc_plan *plan;
@@ -151,6 +163,9 @@ struct matcher {
 	bool disabled;
 	bool marked; /* "iteration" markers come */
 	bool implicit;
+	uint32_t probe_seen;
+	uint32_t probe_misses;
+	bool standby;
 };
 
 /*

@@ -578,8 +578,12 @@ static void test_plan_borrow_passed(void **state)
 
 /*
  * An iteration unlike the plan (an evaluation pass: every request misses)
- * keeps the plan: its misses borrow the idle slots' memory, and the next
- * training iteration is served from the plan again.
+ * keeps the plan: its requests borrow the idle slots' memory, and the next
+ * training iteration is served from the plan again.  Past the iteration's
+ * planned end, the matcher takes a request that looks like the next one's
+ * start for a missed marker; when the requests then keep missing, it
+ * stands aside until the next marker (MATCH_PROBE_MISSES): a handful of
+ * misses, not one per request of the phase.
  */
 static void test_plan_phase(void **state)
 {
@@ -596,7 +600,10 @@ static void test_plan_phase(void **state)
 	for (k = 0; k < 8; k++) /* 48 requests, 36 of sizes not planned */
 		workload_iter(live, 2, false, false);
 	stalloc_stats(0, &b);
-	assert_true(b.plan_misses - a.plan_misses > 32);
+	/* MATCH_PROBE_MISSES (8), and the first pass's own */
+	assert_true(b.plan_misses - a.plan_misses >= 8);
+	assert_true(b.plan_misses - a.plan_misses <= 6 + 8);
+	assert_true(b.plan_hits - a.plan_hits <= 12);
 	stalloc_mark("iteration");
 	workload_iter(live, 1, false, false);
 	stalloc_stats(0, &c);
