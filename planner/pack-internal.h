@@ -80,9 +80,9 @@ struct pack_group {
 /**
  * struct pack_ctx - one pack_solve() call
  * @target: the peak every group must reach for the whole to reach LOAD
- * @cut: time rotated to 0 (see pack.c); only buffers live across it wrap
- *	and go to the bottom
- * @part_base: some of those do not live throughout
+ * @cut: time rotated to 0 (see pack.c); only buffers live across it wrap:
+ *	those that live throughout go to the bottom, the others are items
+ *	of two intervals
  * @nodes: search nodes explored so far
  * @work: work units done so far (see pack_charge())
  * @work_limit: the budget, in work units
@@ -110,7 +110,6 @@ struct pack_ctx {
 	bool no_search;
 	uint64_t horizon;
 	uint64_t cut;
-	bool part_base;
 	uint64_t nodes;
 	uint32_t *pool;
 	uint32_t *loc;

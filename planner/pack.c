@@ -5,11 +5,13 @@
  * pack_solve() checks every buffer before touching any offset, then
  * rotates time so that it starts at the cut where the fewest bytes are
  * live (pack_find_cut(): overlap and LOAD do not change under rotation, and
- * afterwards only the buffers live across the cut wrap around).  Those it
- * stacks at the bottom (for buffers that live throughout this never raises
- * a packing's peak; for the rest it costs at most the bytes live at the
- * cut), and splits the others into groups (see pack-internal.h) that are
- * packed independently above them.  Each group gets, in this order
+ * afterwards only the buffers live across the cut wrap around).  Those
+ * that live throughout it stacks at the bottom, which never raises a
+ * packing's peak; one that crosses the cut without living throughout is
+ * an item of two intervals, [s, horizon) and [0, e), packed with the rest
+ * (stacked too, it cost its size in full: one of two alternating
+ * instances crosses every cut).  The items are split into groups (see
+ * pack-internal.h) that are packed independently above the stack.  Each group gets, in this order
  * (pack_construct_group()): the window and skyline passes of pack-window.c
  * and pack-skyline.c, or instead the sweep of pack-sweep.c for groups too
  * big for them; then the best-fit greedy of pack-greedy.c when it is
@@ -244,9 +246,9 @@ static void pack_arc(const struct pack_buf *b, uint64_t horizon, uint64_t *a,
 }
 
 /*
- * @b's lifetime after rotating time by -ctx->cut: sets [*s, *e) and
- * returns true when it is still one interval, false when it crosses the
- * cut (it then goes to the bottom, outside any group).
+ * @b's lifetime after rotating time by -ctx->cut: sets [*s, *e), which
+ * ends past the horizon when it crosses the cut, and returns false when
+ * it lives throughout (it then goes to the bottom, outside any group).
  */
 static bool pack_rotated(const struct pack_ctx *ctx, const struct pack_buf *b,
 			 uint64_t *s, uint64_t *e)
@@ -257,7 +259,7 @@ static bool pack_rotated(const struct pack_ctx *ctx, const struct pack_buf *b,
 	a = a >= ctx->cut ? a - ctx->cut : a + h - ctx->cut;
 	*s = a;
 	*e = a + len;
-	return *e <= h;
+	return len < h;
 }
 
 struct pack_cut_ev {
@@ -368,18 +370,20 @@ static int pack_build_items(struct pack_ctx *ctx, const struct pack_buf *bufs,
 	if (err)
 		return err;
 	ctx->items = calloc(nr ? nr : 1, sizeof(*ctx->items));
-	pts = malloc((2 * nr + 1) * sizeof(*pts));
+	pts = malloc((4 * nr + 1) * sizeof(*pts));
 	if (!ctx->items || !pts) {
 		free(pts);
 		return -ENOMEM;
 	}
 	for (i = 0; i < nr; i++) {
-		if (!pack_rotated(ctx, &bufs[i], &s, &e)) {
-			ctx->part_base |= e - s < ctx->horizon;
+		if (!pack_rotated(ctx, &bufs[i], &s, &e))
 			continue;
-		}
 		pts[np++] = s;
-		pts[np++] = e;
+		pts[np++] = e <= ctx->horizon ? e : ctx->horizon;
+		if (e > ctx->horizon) {
+			pts[np++] = 0;
+			pts[np++] = e - ctx->horizon;
+		}
 	}
 	qsort(pts, np, sizeof(*pts), pack_u64_cmp);
 	for (i = 0; i < np; i++)
@@ -395,8 +399,16 @@ static int pack_build_items(struct pack_ctx *ctx, const struct pack_buf *bufs,
 		it->buf = (uint32_t)i;
 		it->nr_iv = 1;
 		it->lo[0] = pack_point_idx(pts, u, s);
-		it->hi[0] = pack_point_idx(pts, u, e);
 		it->len = e - s;
+		if (e > ctx->horizon) {
+			/* crosses the cut: [s, horizon) and [0, e - horizon) */
+			it->nr_iv = 2;
+			it->hi[0] = pack_point_idx(pts, u, ctx->horizon);
+			it->lo[1] = pack_point_idx(pts, u, 0);
+			it->hi[1] = pack_point_idx(pts, u, e - ctx->horizon);
+		} else {
+			it->hi[0] = pack_point_idx(pts, u, e);
+		}
 		ctx->nr_items++;
 	}
 	free(pts);
@@ -839,8 +851,7 @@ static int pack_run(struct pack_ctx *ctx, struct pack_result *res)
 	if (err)
 		return err;
 	res->peak = pack_max_peak(ctx);
-	/* With a partial base, a group's bound is not the whole's. */
-	res->optimal = !ctx->part_base && (proven || res->peak == ctx->target);
+	res->optimal = proven || res->peak == ctx->target;
 	res->method = pack_method(ctx, res->peak);
 	res->nodes = ctx->nodes;
 	return 0;
@@ -880,13 +891,6 @@ int pack_solve(struct pack_buf *bufs, size_t nr, uint64_t horizon,
 	pack_ctx_free(&ctx);
 	r.peak += base;
 	r.lower_bound = base + ctx.target;
-	if (ctx.part_base) {
-		err = pack_load(bufs, nr, horizon, &r.lower_bound);
-		if (err)
-			return sa_error(err, "pack: %zu buffers: %s", nr,
-					strerror(-err));
-		r.optimal = r.peak == r.lower_bound;
-	}
 	r.ms = pack_elapsed_ms(&ctx);
 	r.work_ms = pack_work_ms(&ctx);
 	r.time_limit_hit = ctx.time_hit;

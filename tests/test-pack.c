@@ -440,6 +440,32 @@ static void test_pack_rotation(void **state)
 	free(b);
 }
 
+/*
+ * Two instances of one buffer that alternate, as a training loop that keeps
+ * last step's logits until this step's are assigned: @a from 1 to 8, @b
+ * from 7 round the end to 2, so one of them crosses every cut of least
+ * load; @c lives while @b is gone.  LOAD is 8: @b and @c share an offset.
+ * Stacked at the bottom for the whole horizon, the crossing one cost its
+ * size (12).
+ */
+static void test_pack_cut_crossing(void **state)
+{
+	struct pack_buf b[3] = {
+		{ .size = 4, .start = 1, .end = 8 },
+		{ .size = 4, .start = 7, .end = 2, .wraps = true },
+		{ .size = 4, .start = 2, .end = 7 },
+	};
+	struct pack_result r;
+
+	(void)state;
+	assert_int_equal(pack_solve(b, 3, 10, NULL, &r), 0);
+	check_packing(b, 3, 10, &r);
+	assert_int_equal(r.lower_bound, 8);
+	assert_int_equal(r.peak, 8);
+	assert_true(r.optimal);
+	assert_int_equal(b[1].offset, b[2].offset);
+}
+
 static void test_pack_capacity(void **state)
 {
 	struct pack_buf b[3] = {
@@ -634,6 +660,7 @@ int main(void)
 		cmocka_unit_test(test_pack_wrap_overlap),
 		cmocka_unit_test(test_pack_invalid),
 		cmocka_unit_test(test_pack_rotation),
+		cmocka_unit_test(test_pack_cut_crossing),
 		cmocka_unit_test(test_pack_capacity),
 		cmocka_unit_test(test_pack_real_graphs),
 		cmocka_unit_test(test_pack_time_cut),
