@@ -55,6 +55,7 @@
  * At the end of the first planned iteration the sizes seen at the planned
  * positions are hashed like the plan's fingerprint; a mismatch disables the
  * plan (the job goes on with the dynamic allocator) with one warning.
+#include <stdio.h>
  *
  * Locking: every call runs under the device lock.
  */
@@ -1193,6 +1194,10 @@ static bool next_iteration(struct matcher *m)
 
 	m->marks++;
 	m->cursor = 0;
+	/* the warm-up's last step comes before a planned iteration as the
+	 * planned iteration's last step does */
+	if (m->plan->stride > 1 && m->marks == m->plan->warmup && m->marked)
+		m->cursor = m->plan->stride_pos;
 	m->loose = UINT32_MAX;
 	m->exit_pos = UINT32_MAX;
 	m->exit_seen = 0;
@@ -1238,20 +1243,42 @@ static bool next_iteration(struct matcher *m)
 	return false;
 }
 
+/*
+ * A marker inside a planned iteration of several steps (plan->stride): the
+ * plan covers two steps as one, and the matcher follows the requests
+ * across the step between them as across any other.
+ */
+static bool mid_step(struct matcher *m)
+{
+	if (m->plan->stride <= 1 || m->marks <= m->plan->warmup) {
+		m->steps = 0;
+		return false;
+	}
+	if (++m->steps < m->plan->stride)
+		return true;
+	m->steps = 0;
+	return false;
+}
+
 bool match_iteration(struct matcher *m)
 {
 	m->marked = true;
 	if (m->standby) {
 		/* the inferred start was wrong: this one is the iteration's */
 		m->standby = m->implicit = false;
+		m->steps = 0;
 		return next_iteration(m);
 	}
 	if (m->implicit) {
 		m->implicit = false;
+		m->steps = 0;
 		/* late: the iteration it starts began a few requests ago */
 		if (m->cursor <= 2 * MATCH_AHEAD)
 			return true;
+		return next_iteration(m);
 	}
+	if (mid_step(m))
+		return true;
 	return next_iteration(m);
 }
 

@@ -117,6 +117,8 @@ struct clear_seg {
  * @probe_misses: how many of them missed
  * @standby: the inferred iteration was none (its requests did not follow
  *	the plan): nothing is matched until the next marker
+ * @steps: markers since the planned iteration began (plans of
+ *	plan->stride steps per iteration)
  */
 struct matcher {
 	struct stalloc_plan *plan;
@@ -166,6 +168,7 @@ struct matcher {
 	uint32_t probe_seen;
 	uint32_t probe_misses;
 	bool standby;
+	uint32_t steps;
 };
 
 /*

@@ -31,8 +31,13 @@
 #include "planner.h"
 
 #define PLAN_MAGIC "stalloc-plan"
-/* 1: no warmstart, 2: no check; both still read */
-#define PLAN_VERSION 3
+/*
+ * 1: no warmstart, 2: no check, 3: no stride; all still read.  A plan of
+ * one step per iteration is written as version 3, which earlier readers
+ * take; one of two steps as version 4, which they refuse.
+ */
+#define PLAN_VERSION 4
+#define PLAN_MAX_STRIDE 2
 
 /* ---------------------------------------------------------------- write */
 
@@ -87,7 +92,7 @@ static void emit(const struct stalloc_plan *p, struct sbuf *b)
 	size_t i;
 	uint32_t r;
 
-	sb_printf(b, "%s %d\n", PLAN_MAGIC, PLAN_VERSION);
+	sb_printf(b, "%s %d\n", PLAN_MAGIC, p->stride > 1 ? PLAN_VERSION : 3);
 	sb_printf(b,
 		  "# written by stalloc %s: %zu planned buffers, %zu "
 		  "dynamic positions\n",
@@ -98,6 +103,8 @@ static void emit(const struct stalloc_plan *p, struct sbuf *b)
 		  p->align, p->pool, p->horizon);
 	sb_printf(b, "positions %u\nprologue %u\nwarmup %u\nwarmstart %u\n",
 		  p->nr_positions, p->nr_prologue, p->warmup, p->warmstart);
+	if (p->stride > 1)
+		sb_printf(b, "stride %u %u\n", p->stride, p->stride_pos);
 	sb_printf(b, "check %s %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
 		  check_names[p->check], p->check_planned, p->check_off,
 		  p->check_online);
@@ -279,6 +286,29 @@ static int keyval(struct cursor *c, const char *key, uint64_t *v)
 	return 0;
 }
 
+/* "stride STEPS POS" (version 4 on; earlier files: one step each) */
+static int read_stride(struct cursor *c, struct stalloc_plan *p)
+{
+	uint64_t n, pos;
+
+	if (!next_line(c))
+		return cur_err(c, "file ends before \"stride\"");
+	if (c->nr != 3 || strcmp(c->f[0], "stride") != 0 || !num(c->f[1], &n) ||
+	    !num(c->f[2], &pos))
+		return cur_err(c, "expected \"stride STEPS POSITION\"");
+	if (n < 2 || n > PLAN_MAX_STRIDE)
+		return cur_err(c, "stride %llu is not 2 to %d",
+			       (unsigned long long)n, PLAN_MAX_STRIDE);
+	if (pos >= p->nr_positions)
+		return cur_err(c,
+			       "the last step's position %llu is past the "
+			       "iteration's %u",
+			       (unsigned long long)pos, p->nr_positions);
+	p->stride = (uint32_t)n;
+	p->stride_pos = (uint32_t)pos;
+	return 0;
+}
+
 /* "check STATE PLANNED OFF" (version 3 on; earlier files: not checked) */
 static int read_check(struct cursor *c, struct stalloc_plan *p)
 {
@@ -450,6 +480,10 @@ static int parse_counts(struct cursor *c, struct stalloc_plan *p,
 		return cur_err(c, "warmstart %llu is past the prologue (%u)",
 			       (unsigned long long)v, p->nr_prologue);
 	p->warmstart = (uint32_t)v;
+	p->stride = 1;
+	err = version > 3 ? read_stride(c, p) : 0;
+	if (err)
+		return err;
 	err = version > 2 ? read_check(c, p) : 0;
 	if (err)
 		return err;
@@ -527,6 +561,7 @@ static void summarise_read(struct stalloc_plan *p)
 	p->sum.check_planned = p->check_planned;
 	p->sum.check_off = p->check_off;
 	p->sum.check_online = p->check_online;
+	p->sum.stride = p->stride > 1 ? p->stride : 1;
 }
 
 int stalloc_plan_read(const char *path, struct stalloc_plan **out)

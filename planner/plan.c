@@ -54,6 +54,10 @@ uint64_t plan_fingerprint(const struct stalloc_plan *p)
 	h = fnv_word(h, p->nr_positions);
 	h = fnv_word(h, p->nr_prologue);
 	h = fnv_word(h, p->warmup);
+	if (p->stride > 1) { /* plans of one step per iteration: as before */
+		h = fnv_word(h, p->stride);
+		h = fnv_word(h, p->stride_pos);
+	}
 	for (i = 0; i < p->nr_ent; i++) {
 		h = fnv_word(h, (uint64_t)p->ent[i].cls << 32 | p->ent[i].pos);
 		h = fnv_word(h, p->ent[i].size);
@@ -135,6 +139,7 @@ static void count_classes(struct stalloc_plan *p)
 	}
 	p->sum.dynamic_requests = p->nr_dyn;
 	p->sum.peak = p->pool;
+	p->sum.stride = p->stride > 1 ? p->stride : 1;
 	p->fingerprint = plan_fingerprint(p);
 	p->sum.fingerprint = p->fingerprint;
 }
@@ -186,6 +191,10 @@ static int plan_load(const struct stalloc_plan *p, uint64_t *load)
  * done once.
  */
 #define PLAN_WARP_GAIN 20
+/* Steps planned as one, pairs needed, bytes the pairing must save. */
+#define PLAN_PAIR 2
+#define PLAN_PAIR_MIN 3
+#define PLAN_PAIR_GAIN (2ULL << 20)
 
 static int classify_best(const struct trace *t, const struct plan_iters *it,
 			 uint64_t align, struct stalloc_plan *p,
@@ -221,6 +230,129 @@ out_free:
 	return err;
 }
 
+static bool has_alternate(const struct stalloc_plan *p)
+{
+	size_t i;
+
+	for (i = 0; i < p->nr_ent; i++)
+		if (p->ent[i].cls == PLAN_ALTERNATE)
+			return true;
+	return false;
+}
+
+/* @it with its iterations past the first (the warm-up) two by two. */
+static int iters_paired(const struct plan_iters *it, struct plan_iters *out)
+{
+	size_t k, j = 1;
+
+	*out = *it;
+	out->first = malloc((it->nr + 1) * sizeof(*out->first));
+	out->seq = malloc((it->nr + 1) * sizeof(*out->seq));
+	if (!out->first || !out->seq) {
+		free(out->first);
+		free(out->seq);
+		return sa_error(-ENOMEM, "planner: out of memory");
+	}
+	out->first[0] = it->first[0];
+	out->seq[0] = it->seq[0];
+	for (k = 1; k < it->nr; k += 2, j++) {
+		out->first[j] = it->first[k];
+		out->seq[j] = it->seq[k];
+	}
+	out->nr = j;
+	out->period = it->period * PLAN_PAIR;
+	return 0;
+}
+
+/*
+ * Where the second step of a pair starts, in allocations from the pair's
+ * start: the count most steady pairs of @pit agree on (@it has the steps),
+ * below @nr.  The runtime starts the warm-up's last step there: it comes
+ * before the first planned pair as a pair's second step does.
+ */
+static uint32_t second_step(const struct trace *t, const struct plan_iters *it,
+			    const struct plan_iters *pit, uint32_t nr)
+{
+	uint32_t best = 0, cand;
+	size_t j, u, k, votes, most = 0;
+
+	for (j = 1; j + 1 < pit->nr; j++) {
+		for (cand = 0, k = pit->first[j]; k < it->first[2 * j]; k++)
+			cand += t->ev[k].op == TRACE_ALLOC;
+		for (u = 1, votes = 0; u + 1 < pit->nr; u++) {
+			uint32_t n = 0;
+
+			for (k = pit->first[u]; k < it->first[2 * u]; k++)
+				n += t->ev[k].op == TRACE_ALLOC;
+			votes += n == cand;
+		}
+		if (votes > most) {
+			most = votes;
+			best = cand;
+		}
+	}
+	return best < nr ? best : 0;
+}
+
+/*
+ * A buffer that lives until the next step has allocated its own instance
+ * (a training loop's "logits = model(x)" keeps the last step's until the
+ * new ones are assigned) gets two slots that each live throughout a plan
+ * of one step (PLAN_ALTERNATE): its size once more than the trace ever
+ * holds.  Planned two steps at a time, its instances are ordinary buffers
+ * -- one within the pair, one across the pairs' boundary -- whose slots
+ * others use while they are gone.  Taken when that lowers LOAD by at
+ * least PLAN_PAIR_GAIN bytes without more dynamic positions per step (MoE
+ * routing varies more over two steps than over one: LOAD falls because
+ * planned requests became dynamic), with three pairs or more to classify
+ * and markers to count steps by at run time; *@p, *@seen, *@cls and *@it
+ * are then the paired ones.
+ */
+static int plan_pairs(const struct trace *t, struct plan_iters *it,
+		      uint64_t align, struct stalloc_plan *p,
+		      struct plan_seen *seen, uint8_t **cls)
+{
+	struct stalloc_plan w = { 0 };
+	struct plan_seen ws = { 0 };
+	struct plan_iters pit;
+	uint64_t l1, l2;
+	uint8_t *wcls;
+	int err;
+
+	if (!has_alternate(p) || it->source != ITER_MARKERS ||
+	    (it->nr - 1) / PLAN_PAIR < PLAN_PAIR_MIN)
+		return 0;
+	err = iters_paired(it, &pit);
+	if (err)
+		return err;
+	wcls = malloc(t->nr + 1);
+	err = wcls ? classify_best(t, &pit, align, &w, &ws, wcls) : -ENOMEM;
+	if (!err)
+		err = plan_load(p, &l1) ?: plan_load(&w, &l2);
+	/* and only where no position planned a step at a time varies now */
+	if (err || l2 + PLAN_PAIR_GAIN > l1 ||
+	    w.nr_dyn > PLAN_PAIR * p->nr_dyn) {
+		plan_release(&w);
+		plan_seen_free(&ws);
+		free(wcls);
+		iters_free(&pit);
+		return err == -ENOMEM ?
+			       sa_error(err, "planner: out of memory") :
+			       err;
+	}
+	w.stride = PLAN_PAIR;
+	w.stride_pos = second_step(t, it, &pit, w.nr_positions);
+	plan_release(p);
+	*p = w;
+	plan_seen_free(seen);
+	*seen = ws;
+	free(*cls);
+	*cls = wcls;
+	iters_free(it);
+	*it = pit;
+	return 0;
+}
+
 static int plan_trace(const char *path, uint64_t align,
 		      const struct stalloc_plan_options *o,
 		      struct stalloc_plan *p)
@@ -244,6 +376,8 @@ static int plan_trace(const char *path, uint64_t align,
 		goto out_iters;
 	}
 	err = classify_best(&t, &it, align, p, &seen, cls);
+	if (!err)
+		err = plan_pairs(&t, &it, align, p, &seen, &cls);
 	if (err)
 		goto out_iters;
 	if (o->flags & STALLOC_PLAN_NO_PERSISTENT)

@@ -128,6 +128,10 @@ struct stalloc_plan {
 	uint32_t warmup; /* iteration starts before the first planned one */
 	uint32_t warmstart; /* prologue position where the warm-up's last
 			     * iteration starts (nr_prologue: not known) */
+	uint32_t stride; /* markers per planned iteration past the warm-up
+			  * (1, or 2: two steps planned as one) */
+	uint32_t stride_pos; /* stride 2: the position where the planned
+			      * iteration's second step starts */
 	int check; /* enum stalloc_plan_check_state (planner/check.c) */
 	uint64_t check_planned; /* peak reserved replaying with the plan */
 	uint64_t check_off; /* the same in off mode */

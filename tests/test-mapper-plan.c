@@ -210,8 +210,20 @@ static void test_plan_perturbed(void **state)
  * any: frees what lived throughout), plan them into @plan (files named
  * after @tag) and set plan mode with it; the plan's summary goes to *@s.
  */
+static void plan_from_n(const char *tag, int n, void (*one)(int k),
+			void (*end)(void), char *plan, size_t len,
+			struct stalloc_plan_summary *s);
+
 static void plan_from(const char *tag, void (*one)(int k), void (*end)(void),
 		      char *plan, size_t len, struct stalloc_plan_summary *s)
+{
+	plan_from_n(tag, 4, one, end, plan, len, s);
+}
+
+/* The same with @n iterations traced. */
+static void plan_from_n(const char *tag, int n, void (*one)(int k),
+			void (*end)(void), char *plan, size_t len,
+			struct stalloc_plan_summary *s)
 {
 	char pattern[256], trace[256];
 	struct stalloc_plan *p;
@@ -222,7 +234,7 @@ static void plan_from(const char *tag, void (*one)(int k), void (*end)(void),
 	snprintf(plan, len, "%s/%s.plan", dir, tag);
 	setenv("STALLOC_MODE", "trace", 1);
 	setenv("STALLOC_TRACE", pattern, 1);
-	for (k = 0; k < 4; k++) {
+	for (k = 0; k < n; k++) {
 		stalloc_mark("iteration");
 		one(k);
 	}
@@ -1474,6 +1486,81 @@ static void test_plan_late_state(void **state)
 }
 
 /*
+ * A loop that keeps the last step's logits until this step's exist
+ * ("logits = model(x)"): 32 MiB of activations, 16 MiB of logits, the
+ * old logits freed, a 32 MiB backward buffer; 64 MiB of weights made in
+ * the first step.
+ */
+static void *pair_w, *pair_old;
+
+static void pair_step(void)
+{
+	void *act, *lg, *bw;
+
+	act = stalloc_malloc(32 * MB, 0, NULL);
+	lg = stalloc_malloc(16 * MB, 0, NULL);
+	assert_non_null(act);
+	assert_non_null(lg);
+	if (pair_old)
+		stalloc_free(pair_old, 0, 0, NULL);
+	pair_old = lg;
+	bw = stalloc_malloc(32 * MB, 0, NULL);
+	assert_non_null(bw);
+	stalloc_free(act, 0, 0, NULL);
+	stalloc_free(bw, 0, 0, NULL);
+}
+
+static void pair_once(int k)
+{
+	if (!k)
+		pair_w = stalloc_malloc(64 * MB, 0, NULL);
+	pair_step();
+}
+
+static void pair_end(void)
+{
+	stalloc_free(pair_old, 0, 0, NULL);
+	stalloc_free(pair_w, 0, 0, NULL);
+	pair_old = pair_w = NULL;
+}
+
+/*
+ * Planned two steps at a time, the logits' two instances are ordinary
+ * buffers: every request of every step at its slot, the markers between
+ * a pair's steps passed over, the job held at the true peak (weights and
+ * 80 MiB) where a plan of one step holds 96 MiB besides the weights, and
+ * no driver call in a steady step.
+ */
+static void test_plan_pairs(void **state)
+{
+	struct stalloc_plan_summary s;
+	struct stalloc_stats a, b;
+	char plan[256];
+	int k;
+
+	(void)state;
+	plan_from_n("pairs", 9, pair_once, pair_end, plan, sizeof(plan), &s);
+	assert_int_equal(s.stride, 2);
+	assert_int_equal(s.peak, 144 * MB);
+	for (k = 0; k < 3; k++) { /* warm-up, first pair */
+		stalloc_mark("iteration");
+		pair_once(k);
+	}
+	stalloc_stats(0, &a);
+	for (k = 0; k < 6; k++) {
+		stalloc_mark("iteration");
+		pair_step();
+	}
+	stalloc_stats(0, &b);
+	assert_int_equal(b.plan_hits - a.plan_hits, 6 * 3);
+	assert_int_equal(b.plan_misses, 0);
+	assert_int_equal(b.driver_calls, a.driver_calls);
+	assert_true(b.reserved_peak <= 144 * MB);
+	pair_end();
+	unlink(plan);
+}
+
+/*
  * One iteration with a run of two expert buffers whose sizes vary, then a
  * static tensor of 6 MiB; @extra adds a third expert buffer (more tokens
  * routed than recorded).  Returns the static tensor's address.
@@ -1947,6 +2034,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_state_early),
 		MAPPER_TEST(test_plan_state_left_out),
 		MAPPER_TEST(test_plan_late_state),
+		MAPPER_TEST(test_plan_pairs),
 		MAPPER_TEST(test_plan_dyn_run_longer),
 		MAPPER_TEST(test_plan_drift_in_run),
 		MAPPER_TEST(test_plan_dyn_run_shorter),

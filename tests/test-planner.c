@@ -647,6 +647,75 @@ static void test_classify_lasting(void **state)
 	stalloc_plan_free(p);
 }
 
+/*
+ * @steps steps (after 64 MiB of weights) of a loop that keeps the last
+ * step's 16 MiB of logits until this step's exist: a 32 MiB activation,
+ * the new logits, the old ones freed, a 32 MiB backward buffer.  The most
+ * live at once is weights + 80 MiB (activation, logits, backward buffer);
+ * a plan of one step gives the logits two slots that each live throughout
+ * (weights + 96 MiB), one of two steps plans them as ordinary buffers.  Written to
+ * @path (a mkstemp template).
+ */
+static void logits_trace(char *path, int steps)
+{
+	uint64_t seq = 1, id = 2, old = 0, act, lg, bw;
+	FILE *f = trace_create(path);
+	int k;
+
+	fprintf(f, "a %" PRIu64 " 1 67108864\n", seq++);
+	for (k = 0; k < steps; k++) {
+		fprintf(f, "m %" PRIu64 " iteration\n", seq++);
+		act = id++;
+		lg = id++;
+		bw = id++;
+		fprintf(f, "a %" PRIu64 " %" PRIu64 " 33554432\n", seq++, act);
+		fprintf(f, "a %" PRIu64 " %" PRIu64 " 16777216\n", seq++, lg);
+		if (old)
+			fprintf(f, "f %" PRIu64 " %" PRIu64 "\n", seq++, old);
+		fprintf(f, "a %" PRIu64 " %" PRIu64 " 33554432\n", seq++, bw);
+		fprintf(f, "f %" PRIu64 " %" PRIu64 "\n", seq++, act);
+		fprintf(f, "f %" PRIu64 " %" PRIu64 "\n", seq++, bw);
+		old = lg;
+	}
+	fclose(f);
+}
+
+static void test_classify_pairs(void **state)
+{
+	char path[] = "/tmp/stalloc-pairs-XXXXXX";
+	struct stalloc_plan_summary s;
+	struct stalloc_plan *p;
+	size_t i, alt = 0;
+
+	(void)state;
+	/* three steady steps: too few pairs, alternating slots */
+	logits_trace(path, 4);
+	p = plan_of(path);
+	unlink(path);
+	stalloc_plan_summary(p, &s);
+	for (i = 0; i < p->nr_ent; i++)
+		alt += p->ent[i].cls == PLAN_ALTERNATE;
+	assert_int_equal(alt, 2);
+	assert_int_equal(s.stride, 1);
+	assert_int_equal(p->pool, 160ULL << 20);
+	stalloc_plan_free(p);
+	/* eight: four pairs, planned two steps at a time, at the true peak */
+	strcpy(path, "/tmp/stalloc-pairs-XXXXXX");
+	logits_trace(path, 9);
+	p = plan_of(path);
+	unlink(path);
+	stalloc_plan_summary(p, &s);
+	for (i = 0, alt = 0; i < p->nr_ent; i++)
+		alt += p->ent[i].cls == PLAN_ALTERNATE;
+	assert_int_equal(alt, 0);
+	assert_int_equal(s.stride, 2);
+	assert_int_equal(p->stride_pos, 3);
+	assert_int_equal(p->nr_positions, 6);
+	assert_int_equal(p->pool, 144ULL << 20);
+	assert_int_equal(s.lower_bound, s.live_peak);
+	stalloc_plan_free(p);
+}
+
 /* ---------------------------------------------------------- plan files */
 
 static char plan_path[] = "/tmp/stalloc-plan-XXXXXX";
@@ -973,6 +1042,70 @@ static struct stalloc_plan *read_edited(const char *good,
 	return p;
 }
 
+static void ed_stride3(char *t)
+{
+	swap_str(t, "\nstride 2 3\n", "\nstride 3 3\n");
+}
+
+static void ed_stride_past(char *t)
+{
+	swap_str(t, "\nstride 2 3\n", "\nstride 2 6\n");
+}
+
+static void ed_stride_pos(char *t)
+{
+	swap_str(t, "\nstride 2 3\n", "\nstride 2 4\n");
+}
+
+static void ed_stride_gone(char *t)
+{
+	drop_line(t, "\nstride ");
+}
+
+static void ed_stride_v3(char *t)
+{
+	swap_str(t, "stalloc-plan 4", "stalloc-plan 3");
+}
+
+/*
+ * A plan of two steps per iteration: version 4 with its stride line, read
+ * back the same; a stride the runtime does not know, a second step past
+ * the iteration, a missing stride line or one in a version 3 file are
+ * refused, and the fingerprint covers where the second step starts.
+ */
+static void test_plan_stride_file(void **state)
+{
+	char path[] = "/tmp/stalloc-pairs-XXXXXX";
+	struct stalloc_plan *p, *q;
+	char *good;
+	int fd;
+
+	(void)state;
+	logits_trace(path, 9);
+	p = plan_of(path);
+	unlink(path);
+	strcpy(plan_path, "/tmp/stalloc-plan-XXXXXX");
+	fd = mkstemp(plan_path);
+	close(fd);
+	assert_int_equal(stalloc_plan_write(p, plan_path), 0);
+	good = read_text(plan_path);
+	assert_non_null(strstr(good, "stalloc-plan 4\n"));
+	assert_non_null(strstr(good, "\nstride 2 3\n"));
+	assert_int_equal(stalloc_plan_read(plan_path, &q), 0);
+	assert_int_equal(q->stride, 2);
+	assert_int_equal(q->stride_pos, 3);
+	assert_int_equal(q->fingerprint, p->fingerprint);
+	stalloc_plan_free(q);
+	stalloc_plan_free(p);
+	corrupt(good, ed_stride3, true, "stride 3 is not 2 to 2");
+	corrupt(good, ed_stride_past, true, "past the iteration");
+	corrupt(good, ed_stride_pos, true, "fingerprint");
+	corrupt(good, ed_stride_gone, true, "stride STEPS POSITION");
+	corrupt(good, ed_stride_v3, true, "check");
+	free(good);
+	unlink(plan_path);
+}
+
 static void test_plan_corruption(void **state)
 {
 	struct stalloc_plan *p = plan_of(workload("cpu-torch/gpt-moe.trace"));
@@ -1064,8 +1197,10 @@ int main(void)
 		cmocka_unit_test(test_classify_islands),
 		cmocka_unit_test(test_classify_odd_iteration),
 		cmocka_unit_test(test_classify_lasting),
+		cmocka_unit_test(test_classify_pairs),
 		cmocka_unit_test(test_plan_roundtrip),
 		cmocka_unit_test(test_plan_corruption),
+		cmocka_unit_test(test_plan_stride_file),
 	};
 	const char *s = getenv("SHARED");
 

@@ -131,6 +131,9 @@ enum stalloc_plan_check_state {
  * @check_online: the least any online policy reserved there: off mode, and
  *	the models of PyTorch's caching allocator without and with
  *	expandable segments (@check_off in files written before it)
+ * @stride: steps (iteration markers) per planned iteration past the
+ *	warm-up: 1, or 2 where planning two steps as one holds less (a
+ *	buffer kept until the next step's instance exists)
  */
 struct stalloc_plan_summary {
 	uint64_t requests;
@@ -161,6 +164,7 @@ struct stalloc_plan_summary {
 	uint64_t check_planned;
 	uint64_t check_off;
 	uint64_t check_online;
+	uint64_t stride;
 };
 
 /**

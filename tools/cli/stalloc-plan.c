@@ -252,9 +252,10 @@ static void print_json(const struct stalloc_plan *p, const struct args *a)
 	       s.reusable_bytes, s.fingerprint);
 	printf(", \"check\": \"%s\", \"check_planned\": %" PRIu64
 	       ", \"check_off\": %" PRIu64 ", \"check_online\": %" PRIu64
-	       ", \"check_misses\": %" PRIu64 ", \"check_ms\": %.3f}\n",
+	       ", \"check_misses\": %" PRIu64 ", \"check_ms\": %.3f"
+	       ", \"stride\": %" PRIu64 "}\n",
 	       check_name(s.check), s.check_planned, s.check_off,
-	       s.check_online, a->check.misses, a->check.check_ms);
+	       s.check_online, a->check.misses, a->check.check_ms, s.stride);
 }
 
 static double mib(uint64_t b)
@@ -283,6 +284,11 @@ static void print_human(const struct stalloc_plan *p, const struct args *a)
 							       "detected",
 		       s.period_events ? ", period in events below" : "",
 		       s.steady_iterations);
+	if (s.stride > 1)
+		printf("  planned %" PRIu64 " steps per iteration: a buffer "
+		       "lives until the next step's instance exists; the "
+		       "counts are of those iterations\n",
+		       s.stride);
 	if (s.period_events)
 		printf("  period: %" PRIu64 " alloc/free events\n",
 		       s.period_events);
