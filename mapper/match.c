@@ -55,7 +55,6 @@
  * At the end of the first planned iteration the sizes seen at the planned
  * positions are hashed like the plan's fingerprint; a mismatch disables the
  * plan (the job goes on with the dynamic allocator) with one warning.
-#include <stdio.h>
  *
  * Locking: every call runs under the device lock.
  */
@@ -1194,8 +1193,10 @@ static bool next_iteration(struct matcher *m)
 
 	m->marks++;
 	m->cursor = 0;
-	/* the warm-up's last step comes before a planned iteration as the
-	 * planned iteration's last step does */
+	/*
+	 * The warm-up's last step comes before a planned iteration as the
+	 * planned iteration's last step does.
+	 */
 	if (m->plan->stride > 1 && m->marks == m->plan->warmup && m->marked)
 		m->cursor = m->plan->stride_pos;
 	m->loose = UINT32_MAX;

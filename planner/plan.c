@@ -273,24 +273,23 @@ static int iters_paired(const struct plan_iters *it, struct plan_iters *out)
 static uint32_t second_step(const struct trace *t, const struct plan_iters *it,
 			    const struct plan_iters *pit, uint32_t nr)
 {
-	uint32_t best = 0, cand;
+	uint32_t *n = calloc(pit->nr + 1, sizeof(*n)), best = 0;
 	size_t j, u, k, votes, most = 0;
 
+	if (!n)
+		return 0; /* the warm-up's last step then matched from 0 */
+	for (j = 1; j + 1 < pit->nr; j++)
+		for (k = pit->first[j]; k < it->first[2 * j]; k++)
+			n[j] += t->ev[k].op == TRACE_ALLOC;
 	for (j = 1; j + 1 < pit->nr; j++) {
-		for (cand = 0, k = pit->first[j]; k < it->first[2 * j]; k++)
-			cand += t->ev[k].op == TRACE_ALLOC;
-		for (u = 1, votes = 0; u + 1 < pit->nr; u++) {
-			uint32_t n = 0;
-
-			for (k = pit->first[u]; k < it->first[2 * u]; k++)
-				n += t->ev[k].op == TRACE_ALLOC;
-			votes += n == cand;
-		}
+		for (u = 1, votes = 0; u + 1 < pit->nr; u++)
+			votes += n[u] == n[j];
 		if (votes > most) {
 			most = votes;
-			best = cand;
+			best = n[j];
 		}
 	}
+	free(n);
 	return best < nr ? best : 0;
 }
 
