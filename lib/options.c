@@ -72,7 +72,8 @@ static const struct opt table[SA_OPT_NR] = {
 				NULL, "4", "library",
 				"auto mode: iterations traced before "
 				"planning (at least 3, unless "
-				"STALLOC_AUTO_PLAN gives the plan)" },
+				"STALLOC_AUTO_PLAN gives the plan; 7 or "
+				"more let it plan two steps at a time)" },
 	[SA_OPT_AUTO_CHECK] = { "STALLOC_AUTO_CHECK", T_BOOL, 0, 1, NULL, "1",
 				"1", "library",
 				"auto mode: 0 uses its plan without replaying "

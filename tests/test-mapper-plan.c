@@ -1561,6 +1561,57 @@ static void test_plan_pairs(void **state)
 }
 
 /*
+ * Auto mode tracing enough steps of the logits loop to pair them: the plan
+ * it makes in-process is one of two steps, and after the switch every
+ * request of every step is at its slot with no driver call (with a plan
+ * of one step, the logits' second slot is lent and taken back in every
+ * step).
+ */
+static void test_auto_pairs(void **state)
+{
+	char pattern[256], path[256];
+	struct stalloc_stats a, b;
+	int k;
+
+	(void)state;
+	setenv("STALLOC_AUTO_CHECK", "0", 1);
+	snprintf(pattern, sizeof(pattern), "%s/apair-%%d.trace", dir);
+	snprintf(path, sizeof(path), "%s/apair-0.trace", dir);
+	setenv("STALLOC_MODE", "auto", 1);
+	setenv("STALLOC_AUTO_ITERS", "9", 1);
+	setenv("STALLOC_AUTO_SYNC", "1", 1);
+	setenv("STALLOC_TRACE", pattern, 1);
+	for (k = 0; k < 9; k++) { /* traced */
+		stalloc_mark("iteration");
+		pair_once(k);
+	}
+	stalloc_stats(0, &a);
+	assert_int_equal(a.plan_hits, 0);
+	for (k = 0; k < 2; k++) { /* plans and switches at the first */
+		stalloc_mark("iteration");
+		pair_step();
+	}
+	stalloc_stats(0, &a);
+	for (k = 0; k < 6; k++) {
+		stalloc_mark("iteration");
+		pair_step();
+	}
+	stalloc_stats(0, &b);
+	assert_int_equal(b.plan_hits - a.plan_hits, 6 * 3);
+	assert_int_equal(b.plan_misses, a.plan_misses);
+	assert_int_equal(b.driver_calls, a.driver_calls);
+	/* the weights and the pair's 80 MiB; one step at a time: 96, calls */
+	assert_true(b.reserved <= 144 * MB);
+	pair_end();
+	unsetenv("STALLOC_AUTO_ITERS");
+	unsetenv("STALLOC_AUTO_SYNC");
+	unsetenv("STALLOC_AUTO_CHECK");
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/apair-0.trace.plan", dir);
+	unlink(path);
+}
+
+/*
  * One iteration with a run of two expert buffers whose sizes vary, then a
  * static tensor of 6 MiB; @extra adds a third expert buffer (more tokens
  * routed than recorded).  Returns the static tensor's address.
@@ -2035,6 +2086,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_state_left_out),
 		MAPPER_TEST(test_plan_late_state),
 		MAPPER_TEST(test_plan_pairs),
+		MAPPER_TEST(test_auto_pairs),
 		MAPPER_TEST(test_plan_dyn_run_longer),
 		MAPPER_TEST(test_plan_drift_in_run),
 		MAPPER_TEST(test_plan_dyn_run_shorter),
