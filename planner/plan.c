@@ -195,6 +195,8 @@ static int plan_load(const struct stalloc_plan *p, uint64_t *load)
 #define PLAN_PAIR 2
 #define PLAN_PAIR_MIN 3
 #define PLAN_PAIR_GAIN (2ULL << 20)
+/* ... and the most dynamic positions a plan of one step may have: 1% */
+#define PLAN_PAIR_DYN 100
 
 static int classify_best(const struct trace *t, const struct plan_iters *it,
 			 uint64_t align, struct stalloc_plan *p,
@@ -300,12 +302,16 @@ static uint32_t second_step(const struct trace *t, const struct plan_iters *it,
  * of one step (PLAN_ALTERNATE): its size once more than the trace ever
  * holds.  Planned two steps at a time, its instances are ordinary buffers
  * -- one within the pair, one across the pairs' boundary -- whose slots
- * others use while they are gone.  Taken when that lowers LOAD by at
- * least PLAN_PAIR_GAIN bytes without more dynamic positions per step (MoE
- * routing varies more over two steps than over one: LOAD falls because
- * planned requests became dynamic), with three pairs or more to classify
- * and markers to count steps by at run time; *@p, *@seen, *@cls and *@it
- * are then the paired ones.
+ * others use while they are gone.  Tried only for a job that repeats
+ * itself (at most 1% of the positions dynamic): under MoE routing two
+ * steps vary more than one, LOAD fell only because planned requests
+ * became dynamic, the runs held more, and a pair planned from 7 traced
+ * steps differed from the next pair so much that the plan was dropped --
+ * where lending already gives the alternating slots' idle memory to the
+ * dynamic requests.  Taken when it lowers LOAD by at least PLAN_PAIR_GAIN
+ * bytes without more dynamic positions per step, with three pairs or
+ * more to classify and markers to count steps by at run time; *@p,
+ * *@seen, *@cls and *@it are then the paired ones.
  */
 static int plan_pairs(const struct trace *t, struct plan_iters *it,
 		      uint64_t align, struct stalloc_plan *p,
@@ -319,7 +325,8 @@ static int plan_pairs(const struct trace *t, struct plan_iters *it,
 	int err;
 
 	if (!has_alternate(p) || it->source != ITER_MARKERS ||
-	    (it->nr - 1) / PLAN_PAIR < PLAN_PAIR_MIN)
+	    (it->nr - 1) / PLAN_PAIR < PLAN_PAIR_MIN ||
+	    (uint64_t)p->nr_dyn * PLAN_PAIR_DYN > p->nr_positions)
 		return 0;
 	err = iters_paired(it, &pit);
 	if (err)
