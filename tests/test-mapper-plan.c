@@ -944,22 +944,44 @@ static void test_auto_mode(void **state)
  * next iteration is planned, every run (no waiting for a thread).  Its
  * check is test_auto_rejected's business: off here.
  */
+/*
+ * Auto mode tracing @iters iterations to files named after @tag, planning
+ * synchronously and unchecked (auto_sync_done() undoes it).
+ */
+static void auto_sync_env(const char *tag, const char *iters)
+{
+	char pattern[256];
+
+	snprintf(pattern, sizeof(pattern), "%s/%s-%%d.trace", dir, tag);
+	setenv("STALLOC_AUTO_CHECK", "0", 1);
+	setenv("STALLOC_MODE", "auto", 1);
+	setenv("STALLOC_AUTO_ITERS", iters, 1);
+	setenv("STALLOC_AUTO_SYNC", "1", 1);
+	setenv("STALLOC_TRACE", pattern, 1);
+}
+
+static void auto_sync_done(const char *tag)
+{
+	char path[256];
+
+	unsetenv("STALLOC_AUTO_ITERS");
+	unsetenv("STALLOC_AUTO_SYNC");
+	unsetenv("STALLOC_AUTO_CHECK");
+	snprintf(path, sizeof(path), "%s/%s-0.trace", dir, tag);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/%s-0.trace.plan", dir, tag);
+	unlink(path);
+}
+
 static void test_auto_sync(void **state)
 {
-	char pattern[256], path[256];
 	struct stalloc_stats a, b;
 	struct blk live[6];
 	void *w;
 	int k;
 
 	(void)state;
-	setenv("STALLOC_AUTO_CHECK", "0", 1);
-	snprintf(pattern, sizeof(pattern), "%s/sync-%%d.trace", dir);
-	snprintf(path, sizeof(path), "%s/sync-0.trace", dir);
-	setenv("STALLOC_MODE", "auto", 1);
-	setenv("STALLOC_AUTO_ITERS", "3", 1);
-	setenv("STALLOC_AUTO_SYNC", "1", 1);
-	setenv("STALLOC_TRACE", pattern, 1);
+	auto_sync_env("sync", "3");
 	w = stalloc_malloc(32 * MB, 0, NULL);
 	for (k = 0; k < 3; k++) { /* traced */
 		stalloc_mark("iteration");
@@ -973,12 +995,7 @@ static void test_auto_sync(void **state)
 	assert_int_equal(b.plan_hits, 6);
 	assert_int_equal(b.plan_misses, 0);
 	stalloc_free(w, 0, 0, NULL);
-	unsetenv("STALLOC_AUTO_ITERS");
-	unsetenv("STALLOC_AUTO_SYNC");
-	unsetenv("STALLOC_AUTO_CHECK");
-	unlink(path);
-	snprintf(path, sizeof(path), "%s/sync-0.trace.plan", dir);
-	unlink(path);
+	auto_sync_done("sync");
 }
 
 /*
@@ -1569,18 +1586,11 @@ static void test_plan_pairs(void **state)
  */
 static void test_auto_pairs(void **state)
 {
-	char pattern[256], path[256];
 	struct stalloc_stats a, b;
 	int k;
 
 	(void)state;
-	setenv("STALLOC_AUTO_CHECK", "0", 1);
-	snprintf(pattern, sizeof(pattern), "%s/apair-%%d.trace", dir);
-	snprintf(path, sizeof(path), "%s/apair-0.trace", dir);
-	setenv("STALLOC_MODE", "auto", 1);
-	setenv("STALLOC_AUTO_ITERS", "9", 1);
-	setenv("STALLOC_AUTO_SYNC", "1", 1);
-	setenv("STALLOC_TRACE", pattern, 1);
+	auto_sync_env("apair", "9");
 	for (k = 0; k < 9; k++) { /* traced */
 		stalloc_mark("iteration");
 		pair_once(k);
@@ -1603,12 +1613,7 @@ static void test_auto_pairs(void **state)
 	/* the weights and the pair's 80 MiB; one step at a time: 96, calls */
 	assert_true(b.reserved <= 144 * MB);
 	pair_end();
-	unsetenv("STALLOC_AUTO_ITERS");
-	unsetenv("STALLOC_AUTO_SYNC");
-	unsetenv("STALLOC_AUTO_CHECK");
-	unlink(path);
-	snprintf(path, sizeof(path), "%s/apair-0.trace.plan", dir);
-	unlink(path);
+	auto_sync_done("apair");
 }
 
 /*
