@@ -1542,6 +1542,26 @@ static void pair_end(void)
 }
 
 /*
+ * Six steady steps: every request at its slot, no miss and no driver call
+ * among them; the stats after them to *@b.
+ */
+static void pair_steady(struct stalloc_stats *b)
+{
+	struct stalloc_stats a;
+	int k;
+
+	stalloc_stats(0, &a);
+	for (k = 0; k < 6; k++) {
+		stalloc_mark("iteration");
+		pair_step();
+	}
+	stalloc_stats(0, b);
+	assert_int_equal(b->plan_hits - a.plan_hits, 6 * 3);
+	assert_int_equal(b->plan_misses, a.plan_misses);
+	assert_int_equal(b->driver_calls, a.driver_calls);
+}
+
+/*
  * Planned two steps at a time, the logits' two instances are ordinary
  * buffers: every request of every step at its slot, the markers between
  * a pair's steps passed over, the job held at the true peak (weights and
@@ -1551,7 +1571,7 @@ static void pair_end(void)
 static void test_plan_pairs(void **state)
 {
 	struct stalloc_plan_summary s;
-	struct stalloc_stats a, b;
+	struct stalloc_stats b;
 	char plan[256];
 	int k;
 
@@ -1563,15 +1583,8 @@ static void test_plan_pairs(void **state)
 		stalloc_mark("iteration");
 		pair_once(k);
 	}
-	stalloc_stats(0, &a);
-	for (k = 0; k < 6; k++) {
-		stalloc_mark("iteration");
-		pair_step();
-	}
-	stalloc_stats(0, &b);
-	assert_int_equal(b.plan_hits - a.plan_hits, 6 * 3);
+	pair_steady(&b);
 	assert_int_equal(b.plan_misses, 0);
-	assert_int_equal(b.driver_calls, a.driver_calls);
 	assert_true(b.reserved_peak <= 144 * MB);
 	pair_end();
 	unlink(plan);
@@ -1601,15 +1614,7 @@ static void test_auto_pairs(void **state)
 		stalloc_mark("iteration");
 		pair_step();
 	}
-	stalloc_stats(0, &a);
-	for (k = 0; k < 6; k++) {
-		stalloc_mark("iteration");
-		pair_step();
-	}
-	stalloc_stats(0, &b);
-	assert_int_equal(b.plan_hits - a.plan_hits, 6 * 3);
-	assert_int_equal(b.plan_misses, a.plan_misses);
-	assert_int_equal(b.driver_calls, a.driver_calls);
+	pair_steady(&b);
 	/* the weights and the pair's 80 MiB; one step at a time: 96, calls */
 	assert_true(b.reserved <= 144 * MB);
 	pair_end();
