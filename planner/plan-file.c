@@ -37,6 +37,7 @@
  * take; one of two steps as version 4, which they refuse.
  */
 #define PLAN_VERSION 4
+#define PLAN_VERSION_ONE_STEP 3
 #define PLAN_MAX_STRIDE 2
 
 /* ---------------------------------------------------------------- write */
@@ -92,7 +93,8 @@ static void emit(const struct stalloc_plan *p, struct sbuf *b)
 	size_t i;
 	uint32_t r;
 
-	sb_printf(b, "%s %d\n", PLAN_MAGIC, p->stride > 1 ? PLAN_VERSION : 3);
+	sb_printf(b, "%s %d\n", PLAN_MAGIC,
+		  p->stride > 1 ? PLAN_VERSION : PLAN_VERSION_ONE_STEP);
 	sb_printf(b,
 		  "# written by stalloc %s: %zu planned buffers, %zu "
 		  "dynamic positions\n",
