@@ -11,18 +11,19 @@
  * an item of two intervals, [s, horizon) and [0, e), packed with the rest
  * (stacked too, it cost its size in full: one of two alternating
  * instances crosses every cut).  The items are split into groups (see
- * pack-internal.h) that are packed independently above the stack.  Each group gets, in this order
- * (pack_construct_group()): the window and skyline passes of pack-window.c
- * and pack-skyline.c, or instead the sweep of pack-sweep.c for groups too
- * big for them; then the best-fit greedy of pack-greedy.c when it is
- * affordable and the peak is above the group's LOAD, the passes ranked by
- * nested families (pack-family.c) and by start (pack-start.c), for
- * pipeline-parallel traces, and the greedy's other orders.  While time
- * remains and a peak is above the lower bound, the groups above it are
- * improved locally (pack-improve.c), then pack-search.c looks for a
- * packing of every group under a capacity C, starting with C = LOAD and
- * bisecting between the best proven bound and the best packing found (the
- * search's set-up is built once per group and kept in ctx->search).
+ * pack-internal.h) that are packed independently above the stack.  Each
+ * group gets, in this order (pack_construct_group()): the window and
+ * skyline passes of pack-window.c and pack-skyline.c, or instead the
+ * sweep of pack-sweep.c for groups too big for them; then the best-fit
+ * greedy of pack-greedy.c when it is affordable and the peak is above
+ * the group's LOAD, the passes ranked by nested families (pack-family.c)
+ * and by start (pack-start.c), for pipeline-parallel traces, and the
+ * greedy's other orders.  While time remains and a peak is above the
+ * lower bound, the groups above it are improved locally
+ * (pack-improve.c), then pack-search.c looks for a packing of every
+ * group under a capacity C, starting with C = LOAD and bisecting between
+ * the best proven bound and the best packing found (the search's set-up
+ * is built once per group and kept in ctx->search).
  *
  * Invariants: every group's item offsets always describe a valid packing
  * of that group (a search only replaces them with another valid one), so

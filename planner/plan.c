@@ -320,7 +320,7 @@ static int plan_pairs(const struct trace *t, struct plan_iters *it,
 	struct stalloc_plan w = { 0 };
 	struct plan_seen ws = { 0 };
 	struct plan_iters pit;
-	uint64_t l1, l2;
+	uint64_t l1 = 0, l2 = 0;
 	uint8_t *wcls;
 	int err;
 
@@ -332,7 +332,11 @@ static int plan_pairs(const struct trace *t, struct plan_iters *it,
 	if (err)
 		return err;
 	wcls = malloc(t->nr + 1);
-	err = wcls ? classify_best(t, &pit, align, &w, &ws, wcls) : -ENOMEM;
+	if (!wcls) {
+		iters_free(&pit);
+		return sa_error(-ENOMEM, "planner: out of memory");
+	}
+	err = classify_best(t, &pit, align, &w, &ws, wcls);
 	if (!err)
 		err = plan_load(p, &l1) ?: plan_load(&w, &l2);
 	/* and only where no position planned a step at a time varies now */
@@ -342,9 +346,7 @@ static int plan_pairs(const struct trace *t, struct plan_iters *it,
 		plan_seen_free(&ws);
 		free(wcls);
 		iters_free(&pit);
-		return err == -ENOMEM ?
-			       sa_error(err, "planner: out of memory") :
-			       err;
+		return err;
 	}
 	w.stride = PLAN_PAIR;
 	w.stride_pos = second_step(t, it, &pit, w.nr_positions);
