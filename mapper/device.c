@@ -65,12 +65,17 @@ static int parse_mode(enum mdev_mode *m)
  * the streams that last used the memory, never for the whole device
  * (ss_settle(): the requesting stream's work so far, or another stream's
  * checkpoint; memory that cannot be waited for so stays mapped, and is
- * not lent); STALLOC_LEND=0 registers no shrinker.  Auto mode's traced
- * iterations shrink the dynamic region too: they run as off mode, but
- * only a few of them, and their peak is the job's (the plan switched to
- * after them cannot lower it) -- the suite's auto line went from 32 losses
- * to an online policy in 65 workloads to 9.  Device lock held (every
- * mapping is made under it).
+ * not lent); STALLOC_LEND=0 registers no shrinker.  A plan dropped as
+ * another workload's leaves the blocks live in its pool there until they
+ * are freed; what they leave idle is unmapped before anything else (it
+ * stood beside off mode's memory for good: an MoE rank planned from
+ * another routing held 328 MiB of it at its peak, 332 MiB over off mode),
+ * then the dynamic region shrinks as in plan mode, under the same hold
+ * (dev_hold_iteration()).  Auto mode's traced iterations shrink the
+ * dynamic region too: they run as off mode, but only a few of them, and
+ * their peak is the job's (the plan switched to after them cannot lower
+ * it) -- the suite's auto line went from 32 losses to an online policy in
+ * 65 workloads to 9.  Device lock held (every mapping is made under it).
  */
 static void dev_shrink(void *ctx, uint64_t va, uint64_t bytes, uint64_t over)
 {
@@ -85,10 +90,14 @@ static void dev_shrink(void *ctx, uint64_t va, uint64_t bytes, uint64_t over)
 		dyn_release_some(&d->dyn, over, slot);
 		return;
 	}
-	if (!d->planned || d->match.disabled)
+	if (!d->planned)
 		return;
-	got = dyn_release_some(&d->dyn, over, slot);
-	if (got < over &&
+	/* a dropped plan's pool hands out nothing again: its idle memory first */
+	got = d->match.disabled ?
+		      match_lend(&d->match, va, bytes, over, slot) : 0;
+	if (got < over)
+		got += dyn_release_some(&d->dyn, over - got, slot);
+	if (got < over && !d->match.disabled &&
 	    (!match_owns(&d->match, va) || dyn_used_bytes(&d->dyn)))
 		got += match_lend(&d->match, va, bytes, over - got, slot);
 	d->hold.shrunk += got;
@@ -453,7 +462,7 @@ void dev_hold_iteration(struct mdev *d)
 	h->shrunk = h->over = 0;
 	h->tried = false;
 	/* the first planned iteration maps the pool and trims the warm-up */
-	if (!p || d->match.disabled || d->match.marks < p->warmup + 3 ||
+	if (!p || d->match.marks < p->warmup + 3 ||
 	    spent <= h->budget || !shrunk || h->warned)
 		return;
 	cap = p->check == STALLOC_CHECK_PASS ? p->check_online : 0;

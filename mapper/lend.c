@@ -32,6 +32,10 @@
  * once stays done up to that point, so one call waits at most once per
  * stream.
  *
+ * A plan dropped as another workload's (match.c) hands out no slot again:
+ * its pool's idle mappings go to the dynamic region the same way, first,
+ * and are never mapped back.
+ *
  * Cost: one pass over the iteration's entries and the pool's chunks per
  * call, and at most one host wait per stream that used what is lent.  Only
  * called when the physical high water would rise, never in a planned
@@ -149,7 +153,7 @@ uint64_t match_lend(struct matcher *m, uint64_t va, uint64_t bytes,
 	size_t n = 0, i;
 	int pass;
 
-	if (m->disabled || m->mapped_bytes <= m->live_bytes || !nr)
+	if (m->mapped_bytes <= m->live_bytes || !nr)
 		return 0;
 	due = malloc(nr * sizeof(*due));
 	v = malloc(nr * sizeof(*v));

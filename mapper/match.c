@@ -1158,35 +1158,6 @@ static size_t exact_matches(const struct matcher *m, size_t *total)
 	return exact;
 }
 
-/*
- * The plan was dropped: no slot will be handed out again, so the pool's
- * chunks under no live block go back (their physical memory to the vmm
- * pool, where the dynamic region finds it).  Live planned blocks keep
- * theirs until freed; a mapping reaching under one stays whole.
- */
-static void unmap_idle(struct matcher *m)
-{
-	uint64_t at = 0, got, freed = 0;
-	size_t i;
-
-	for (i = 0; i <= m->nr_live; i++) {
-		uint64_t end = i < m->nr_live ? m->live[i].off : m->pool_bytes;
-
-		if (end > at) {
-			vmm_unmap_present(m->vmm, m->base + at, end - at, 0,
-					  &got);
-			freed += got;
-			m->mapped_bytes -= got;
-		}
-		if (i < m->nr_live)
-			at = m->live[i].off + m->live[i].size;
-	}
-	sa_log(STALLOC_LOG_INFO,
-	       "runtime: device %d: plan dropped, %llu bytes of its pool "
-	       "unmapped",
-	       vmm_device(m->vmm), (unsigned long long)freed);
-}
-
 static bool next_iteration(struct matcher *m)
 {
 	size_t exact, total;
@@ -1239,8 +1210,12 @@ static bool next_iteration(struct matcher *m)
 		       m->plan->nr_ent * sizeof(*m->seen_size));
 		return true;
 	}
+	/*
+	 * No slot is handed out again: what the pool's live blocks leave
+	 * idle goes to the dynamic region when it would map new memory
+	 * (match_lend(), from the shrinker), not at once with a device sync.
+	 */
 	m->disabled = true;
-	unmap_idle(m);
 	return false;
 }
 

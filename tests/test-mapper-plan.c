@@ -670,6 +670,50 @@ static void test_plan_other_workload(void **state)
 }
 
 /*
+ * A dropped plan's pool keeps the memory of the blocks live in it until
+ * they are freed, and not after: the weights (32 MB, in their planned
+ * slot), freed once the plan was dropped, give their memory to the next
+ * request above the high water.  Before, a dropped pool's chunks stayed
+ * mapped beside off mode's memory for good (an MoE rank planned from
+ * another routing: 328 MiB at its peak, 332 MiB over off mode).
+ */
+static void test_plan_dropped_pool(void **state)
+{
+	enum stalloc_log_level old = stalloc_set_log_level(STALLOC_LOG_NONE);
+	/* the warm-up, then another workload: no size fits a slot */
+	static const size_t scale[] = { 1, 7, 7, 7 };
+	struct stalloc_stats a, b;
+	struct blk live[6];
+	char plan[256];
+	void *w, *x;
+	size_t k;
+
+	(void)state;
+	make_plan(plan, sizeof(plan));
+	w = stalloc_malloc(32 * MB, 0, NULL);
+	for (k = 0; k < sizeof(scale) / sizeof(scale[0]); k++) {
+		stalloc_mark("iteration");
+		workload_iter(live, scale[k], false, false);
+	}
+	stalloc_stats(0, &a);
+	/* the weights and the warm-up hit; the plan is gone since */
+	assert_int_equal(a.plan_hits, 1 + 6);
+	stalloc_free(w, 0, 0, NULL);
+	/* off mode's cache holds the iteration's 147 MB: 16 MB more */
+	x = stalloc_malloc(147 * MB + 16 * MB, 0, NULL);
+	assert_non_null(x);
+	rb_stamp(x, 163 * MB, 9);
+	assert_true(rb_stamp_ok(x, 163 * MB, 9));
+	stalloc_stats(0, &b);
+	assert_int_equal(b.plan_hits, a.plan_hits);
+	/* taken from the weights' 32 MB: the high water stays */
+	assert_true(b.reserved_peak <= a.reserved_peak + 2 * MB);
+	stalloc_free(x, 0, 0, NULL);
+	unlink(plan);
+	stalloc_set_log_level(old);
+}
+
+/*
  * One planned iteration unlike the plan (every size 7 times the planned
  * one: none fits a slot), then the workload again: the second planned
  * iteration follows the plan, so it is kept (dropping at the first cost
@@ -2074,6 +2118,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_inserted_at_end),
 		MAPPER_TEST(test_plan_inserted_no_markers),
 		MAPPER_TEST(test_plan_other_workload),
+		MAPPER_TEST(test_plan_dropped_pool),
 		MAPPER_TEST(test_plan_odd_iteration),
 		MAPPER_TEST(test_plan_corrupt),
 		MAPPER_TEST(test_auto_mode),
