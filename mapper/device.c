@@ -93,8 +93,8 @@ static void dev_shrink(void *ctx, uint64_t va, uint64_t bytes, uint64_t over)
 	if (!d->planned)
 		return;
 	/* a dropped plan's pool hands out nothing again: its idle memory first */
-	got = d->match.disabled ?
-		      match_lend(&d->match, va, bytes, over, slot) : 0;
+	got = d->match.disabled ? match_lend(&d->match, va, bytes, over, slot) :
+				  0;
 	if (got < over)
 		got += dyn_release_some(&d->dyn, over - got, slot);
 	if (got < over && !d->match.disabled &&
@@ -462,8 +462,8 @@ void dev_hold_iteration(struct mdev *d)
 	h->shrunk = h->over = 0;
 	h->tried = false;
 	/* the first planned iteration maps the pool and trims the warm-up */
-	if (!p || d->match.marks < p->warmup + 3 ||
-	    spent <= h->budget || !shrunk || h->warned)
+	if (!p || d->match.marks < p->warmup + 3 || spent <= h->budget ||
+	    !shrunk || h->warned)
 		return;
 	cap = p->check == STALLOC_CHECK_PASS ? p->check_online : 0;
 	top = vs.phys_bytes_peak > h->floor ? vs.phys_bytes_peak : h->floor;
