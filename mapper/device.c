@@ -93,8 +93,9 @@ static void dev_shrink(void *ctx, uint64_t va, uint64_t bytes, uint64_t over)
 	if (!d->planned)
 		return;
 	/* a dropped plan's pool hands out nothing again: its idle memory first */
-	got = d->match.disabled ? match_lend(&d->match, va, bytes, over, slot) :
-				  0;
+	got = 0;
+	if (d->match.disabled)
+		got = match_lend(&d->match, va, bytes, over, slot);
 	if (got < over)
 		got += dyn_release_some(&d->dyn, over - got, slot);
 	if (got < over && !d->match.disabled &&
