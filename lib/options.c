@@ -120,8 +120,10 @@ static const struct opt table[SA_OPT_NR] = {
 				  "at the high water (lending, shrinking); past "
 				  "that the high water rises by its largest "
 				  "give-back, never above the least online "
-				  "policy's peak in the plan's check (fewer "
-				  "calls, more memory; a huge value: never)" },
+				  "policy's peak in the plan's check (with "
+				  "dynamic positions: half-way from the "
+				  "plan's own peak there to it; fewer calls, "
+				  "more memory; a huge value: never)" },
 	[SA_OPT_CTL] = { "STALLOC_CTL", T_BOOL, 0, 1, NULL, "1", "1", "library",
 			 "0 turns the control socket off" },
 	[SA_OPT_LOG] = { "STALLOC_LOG", T_CHOICE, 0, 0,

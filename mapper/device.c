@@ -438,6 +438,11 @@ void dev_warmup_done(struct mdev *d, unsigned int slot)
  * never past the least any online policy (off mode, PyTorch's caching
  * allocator without and with expandable segments) reserved in the plan's
  * check: the memory a plan saves over them is not given up for speed.
+ * With dynamic positions, never past half-way from the plan's own peak in
+ * the check to that bound: a run whose routing differs from the recorded
+ * one also moves the online policies' peaks (an MoE rank planned from
+ * another seed: expandable segments 20 MiB under the check's bound, where
+ * the hold had risen to it).
  * Where the give-backs are many times the largest (MoE: the pool and the
  * dynamic region trading memory all iteration), the high water is at that
  * bound already, or a rise was tried and the next iteration still spent
@@ -467,6 +472,8 @@ void dev_hold_iteration(struct mdev *d)
 	    !shrunk || h->warned)
 		return;
 	cap = p->check == STALLOC_CHECK_PASS ? p->check_online : 0;
+	if (cap && p->nr_dyn && p->check_planned < cap)
+		cap = p->check_planned + (cap - p->check_planned) / 2;
 	top = vs.phys_bytes_peak > h->floor ? vs.phys_bytes_peak : h->floor;
 	if (!tried && shrunk <= 2 * over && top < cap) {
 		h->floor = top + over < cap ? top + over : cap;
