@@ -37,8 +37,14 @@ requested, minus 1), the worst workloads, and the runs without repetition
 (no steady plan: plan mode should be exactly off there).  JSON of all of it
 in --json FILE.  Numbers only: asserts nothing; exit 1 only if a tool fails.
 
+With --random N (and --random-seed S), the suite is replaced by N
+stalloc-synth workloads drawn at random from wider ranges (random_sweep()):
+a held-out set for the claims above, since nothing was tuned on a seed no
+one has looked at.
+
 Usage: suite-bench.py [--size default|full] [--jobs N] [--json FILE]
-                      [--granularity BYTES] BUILD_DIR SHARED_DIR
+                      [--granularity BYTES] [--only REGEX]
+                      [--random N [--random-seed S]] BUILD_DIR SHARED_DIR
 """
 import argparse
 import glob
@@ -230,6 +236,62 @@ def one_step_sweep():
          "opts": synth_opts("s") + ["--experts", "8", "--imbalance", "2"] +
          one},
     ]
+
+
+def random_sweep(n, seed):
+    """@n stalloc-synth workloads drawn with @seed from wider ranges than
+    the sweeps above: other model sizes, 1 to 4 pipeline stages (3
+    included) and ranks, interleaving, recomputation, TP with and without
+    sequence parallelism, flash attention, gradients freed after the step,
+    2-sequence micro-batches; half of them MoE (4 to 16 experts, top-1, 2
+    or 4, imbalance 0.5 to 4, every layer or every second one), planned
+    from one routing seed and replayed with another.  Nothing was tuned on
+    them: a seed no one has looked at is a held-out set."""
+    import random
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        stages = rng.choice([1, 2, 3, 4])
+        il = stages > 1 and rng.random() < 0.3
+        mb = stages * rng.choice([2, 3, 4]) if il else \
+            rng.choice([4, 6, 8, 12])
+        v = stages * (2 if il else 1)
+        layers = max(v, rng.choice([4, 6, 8, 12]) // v * v)
+        o = ["--layers", str(layers),
+             "--hidden", str(rng.choice([512, 768, 1024, 1536])),
+             "--heads", str(rng.choice([8, 16])),
+             "--seq", str(rng.choice([512, 1024, 2048])),
+             "--micro-batches", str(mb), "--stages", str(stages),
+             "--iterations", str(rng.choice([4, 5, 6]))]
+        if il:
+            o += ["--schedule", "interleaved", "--virtual-stages", "2"]
+        if stages > 1 and rng.random() < 0.3:
+            o += ["--rank", str(rng.randrange(stages))]
+        rc = rng.choice(["none", "none", "selective", "full"])
+        if rc != "none":
+            o += ["--recompute", rc]
+        if rng.random() < 0.3:
+            o += ["--tp", "2"]
+            if rng.random() < 0.5:
+                o += ["--sequence-parallel"]
+        if rng.random() < 0.3:
+            o += ["--flash-attn"]
+        if rng.random() < 0.2:
+            o += ["--grad-free", "step"]
+        if rng.random() < 0.2:
+            o += ["--micro-batch-size", "2"]
+        w = {"kind": "synth", "opts": o}
+        if rng.random() < 0.5:
+            o += ["--experts", str(rng.choice([4, 8, 16])),
+                  "--top-k", str(rng.choice([1, 2, 2, 4])),
+                  "--imbalance", str(rng.choice([0.5, 1, 2, 3, 4]))]
+            if rng.random() < 0.3:
+                o += ["--moe-every", "2"]
+            w["plan_seed"] = rng.randrange(1, 50)
+            w["seed"] = w["plan_seed"] + rng.randrange(1, 50)
+        w["name"] = f"rnd{seed}-{i}-{'moe' if 'seed' in w else 'dense'}"
+        out.append(w)
+    return out
 
 
 def iter_marks(path):
@@ -485,6 +547,33 @@ def allocs_per_gib(ok, pol):
     return n / (b / (1 << 30)) if b else 0.0
 
 
+def is_moe(r):
+    return r["name"].startswith(("moe", "cpu-gpt-moe")) or \
+        bool(re.match(r"rnd\d+-\d+-moe$", r["name"]))
+
+
+def targets(ok, gran):
+    """The rows over the planned run's targets: steady dense ones above
+    0.25% + 2 chunks, MoE ones above 1% + 2 chunks, any that misses more
+    than 1% of its planned requests."""
+    chunk = gran or CHUNK
+    dense = moe = miss = 0
+    for r in ok:
+        s = r["replay"]["stalloc"]
+        req = r["peak_requested_bytes"]
+        steady = (r["plan"].get("steady_iterations") or 0) >= 2
+        if is_moe(r) and s["peak_reserved_bytes"] > req * 1.01 + 2 * chunk:
+            moe += 1
+        elif (not is_moe(r) and steady and
+              s["peak_reserved_bytes"] > req * 1.0025 + 2 * chunk):
+            dense += 1
+        if s["plan_misses"] > 0.01 * (s["plan_hits"] + s["plan_misses"]):
+            miss += 1
+    return (f"over the targets: {dense} steady non-MoE rows above 0.25% + "
+            f"2 chunks, {moe} MoE rows above 1% + 2 chunks, {miss} rows "
+            f"missing more than 1% of their planned requests")
+
+
 def summary(ok, gran):
     lines = []
     losses = [r for r in ok if r["loses"]]
@@ -496,8 +585,7 @@ def summary(ok, gran):
                            for pol in POLICIES))
     for label, sel in (("with a steady plan",
                         lambda r: not r["no_repetition"]),
-                       ("MoE", lambda r: r["name"].startswith(
-                           ("moe", "cpu-gpt-moe")))):
+                       ("MoE", is_moe)):
         sub = [r for r in ok if sel(r)]
         if sub:
             lines.append(f"  {label}, {len(sub)} workloads: " +
@@ -506,6 +594,7 @@ def summary(ok, gran):
     misses = sum(r["replay"]["stalloc"]["plan_misses"] for r in ok)
     hits = sum(r["replay"]["stalloc"]["plan_hits"] for r in ok)
     lines.append(f"plan hits {hits}, misses {misses} over the suite")
+    lines.append(targets(ok, gran))
     lines.append("physical allocations (cudaMalloc, cuMemCreate) per GiB "
                  "they held, over the suite: " +
                  ", ".join(f"{pol} {allocs_per_gib(ok, pol):.1f}"
@@ -578,6 +667,11 @@ def main():
                     help="stalloc/off chunk size (default: libstalloc's)")
     ap.add_argument("--only", metavar="REGEX",
                     help="measure only the workloads whose name matches")
+    ap.add_argument("--random", type=int, default=0, metavar="N",
+                    help="instead of the suite, N stalloc-synth workloads "
+                    "drawn at random (held out: see random_sweep())")
+    ap.add_argument("--random-seed", type=int, default=1, metavar="S",
+                    help="the draw's seed (1)")
     ap.add_argument("build")
     ap.add_argument("shared")
     a = ap.parse_args()
@@ -586,7 +680,11 @@ def main():
             sys.stderr.write(f"suite-bench: {a.build}/{tool} is not built "
                              "(make all)\n")
             return 1
-    ws, notes = workloads(a.size, a.build, a.shared)
+    if a.random:
+        ws, notes = random_sweep(a.random, a.random_seed), []
+        a.size = f"random {a.random}, seed {a.random_seed}"
+    else:
+        ws, notes = workloads(a.size, a.build, a.shared)
     if a.only:
         ws = [w for w in ws if re.search(a.only, w["name"])]
     t0 = time.monotonic()
