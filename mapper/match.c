@@ -800,6 +800,19 @@ static int64_t run_longer(struct matcher *m, uint32_t x, uint32_t seen,
 }
 
 /*
+ * Is @asize the one size dynamic position @pos was seen at?  Such a
+ * position inside a routed block (an island, or an expert that got the
+ * same tokens in every recorded iteration) says the job is where the
+ * cursor is.
+ */
+static bool in_step(const struct matcher *m, uint32_t pos, uint64_t asize)
+{
+	const struct plan_dyn *d = &m->plan->dyn[m->dyn_of[pos]];
+
+	return d->size_min == d->size_max && asize == d->size_min;
+}
+
+/*
  * At dynamic position @m->cursor, a request of @asize: is the job past
  * the run?  Requests in a row matching the static positions after it
  * exactly say so (fewer experts got tokens than recorded): the last of
@@ -820,16 +833,27 @@ static int64_t run_longer(struct matcher *m, uint32_t x, uint32_t seen,
  * run's first static one: a position at a run's edge that the recording
  * saw at one size (an expert busy in every recorded iteration) is often
  * not issued under other routing.  At the exit itself, run_longer().
+ *
+ * But not when every one of those requests was also the one size of its
+ * own position (in_step()): a block of tensors inside the routed block
+ * (an island of positions planned dynamic) that is the twin of the static
+ * block after the run -- a pipeline rank's per-micro-batch tensors
+ * between two expert loops -- matches the exit block request for
+ * request, and the job is in step, not past the run.  Taken for an exit,
+ * the cursor jumped to the twin's last slot and the second loop and the
+ * static block missed: an MoE pipeline rank outside the suite planned
+ * from its own trace missed 463 of 1,620 planned requests, none now.
  */
 static int64_t dyn_run_exit(struct matcher *m, uint64_t asize)
 {
 	uint32_t n = m->plan->nr_positions, x = m->exit_pos, k, lim;
 	uint32_t seen = m->exit_seen;
-	bool strong = m->exit_strong, own;
+	bool strong = m->exit_strong, drift = m->exit_drift, own;
 
 	m->exit_pos = UINT32_MAX;
 	m->exit_seen = 0;
 	m->exit_strong = false;
+	m->exit_drift = false;
 	if (m->cursor < n && m->cursor > 0 && !is_dyn(m, m->cursor) &&
 	    is_dyn(m, m->cursor - 1) && !fits(m, m->cursor, asize, false))
 		return run_longer(m, x, seen, asize);
@@ -838,13 +862,15 @@ static int64_t dyn_run_exit(struct matcher *m, uint64_t asize)
 	own = fits(m, m->cursor, asize, false);
 	if (x < n && exit_fits(m, x + seen, asize)) {
 		strong |= !own;
+		drift |= !in_step(m, m->cursor, asize);
 		seen++;
-		if (seen >=
-		    (strong ? MATCH_EXIT_CONFIRM : MATCH_EXIT_CONFIRM_FIT))
+		if (drift && seen >= (strong ? MATCH_EXIT_CONFIRM :
+					       MATCH_EXIT_CONFIRM_FIT))
 			return x + seen - 1;
 		m->exit_pos = x;
 		m->exit_seen = seen;
 		m->exit_strong = strong;
+		m->exit_drift = drift;
 		return -1;
 	}
 	for (k = m->cursor + 1;
@@ -855,6 +881,7 @@ static int64_t dyn_run_exit(struct matcher *m, uint64_t asize)
 			m->exit_pos = k;
 			m->exit_seen = 1;
 			m->exit_strong = !own;
+			m->exit_drift = !in_step(m, m->cursor, asize);
 			break;
 		}
 	return -1;
@@ -1174,6 +1201,7 @@ static bool next_iteration(struct matcher *m)
 	m->exit_pos = UINT32_MAX;
 	m->exit_seen = 0;
 	m->exit_strong = false;
+	m->exit_drift = false;
 	m->skip_lo = m->skip_hi = 0;
 	m->votes_back = m->votes_ahead = 0;
 	m->warm_misses = 0;

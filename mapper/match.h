@@ -139,6 +139,7 @@ struct matcher {
 	uint32_t exit_pos; /* a dynamic run's exit the job may be at */
 	uint32_t exit_seen; /* requests in a row that matched from there */
 	bool exit_strong; /* one of them was out of its position's sizes */
+	bool exit_drift; /* one of them was not its position's one size */
 	uint32_t pro_pos;
 	uint32_t pro_loose;
 	uint32_t votes_back;

@@ -1867,6 +1867,86 @@ static void test_plan_dyn_run_shorter(void **state)
 	unlink(plan);
 }
 
+/*
+ * Six tensors of 5 to 7.5 MiB (the same every iteration); with @keep they
+ * live together and their addresses go to @t, else each is freed at once.
+ */
+static void twin_block(bool keep, void **t)
+{
+	static const size_t tsz[6] = { 10, 12, 14, 11, 13, 15 }; /* MiB / 2 */
+	int j;
+
+	for (j = 0; j < 6; j++) {
+		t[j] = stalloc_malloc(tsz[j] * (MB / 2), 0, NULL);
+		assert_non_null(t[j]);
+		if (!keep)
+			stalloc_free(t[j], 0, 0, NULL);
+	}
+	for (j = 0; keep && j < 6; j++)
+		stalloc_free(t[j], 0, 0, NULL);
+}
+
+/*
+ * Two expert loops with the same six tensors after each: after the first,
+ * inside the routed block (an island: planned with the loops' dynamic
+ * positions), and after the second, where they are static.  Addresses of
+ * the second six go to @t.
+ */
+static void twin_iter(int k, void **t)
+{
+	void *x = stalloc_malloc(40 * MB, 0, NULL);
+	void *u[6];
+
+	assert_non_null(x);
+	expert_loop(k, 6);
+	twin_block(false, u);
+	expert_loop(k + 1, 6);
+	twin_block(true, t);
+	stalloc_free(x, 0, 0, NULL);
+}
+
+static void twin_once(int k)
+{
+	void *t[6];
+
+	twin_iter(k, t);
+}
+
+/*
+ * The tensors inside the routed block are the static block's twins: each
+ * request there also matches the static positions after the next loop,
+ * six in a row, which is what takes the job out of a run that ended early
+ * (dyn_run_exit()).  But each also has its own position's one size: the
+ * job is in step, and stays in the run.  Before, the cursor jumped to the
+ * static block at the sixth, and the second loop and the static block
+ * missed (an MoE pipeline rank: 457 misses in 1,744).
+ */
+static void test_plan_twin_block(void **state)
+{
+	struct stalloc_plan_summary s;
+	struct stalloc_stats a, b;
+	void *t[6], *v[6];
+	char plan[256];
+	int k, j;
+
+	(void)state;
+	plan_from("tw", twin_once, NULL, plan, sizeof(plan), &s);
+	/* the loops and the island between them */
+	assert_int_equal(s.dynamic_requests, 18);
+	for (k = 0; k < 3; k++) {
+		stalloc_mark("iteration");
+		twin_iter(k, t);
+	}
+	stalloc_stats(0, &a);
+	stalloc_mark("iteration");
+	twin_iter(3, v);
+	stalloc_stats(0, &b);
+	assert_int_equal(b.plan_misses, a.plan_misses);
+	for (j = 0; j < 6; j++)
+		assert_ptr_equal(v[j], t[j]);
+	unlink(plan);
+}
+
 static void *loose_a;
 
 /* A 256 KiB request, then an 8 MiB one and a 1 MiB one, all freed. */
@@ -2146,6 +2226,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_drift_in_run),
 		MAPPER_TEST(test_plan_dyn_run_shorter),
 		MAPPER_TEST(test_plan_too_loose),
+		MAPPER_TEST(test_plan_twin_block),
 		MAPPER_TEST(test_plan_dyn_run_longer_exit),
 		MAPPER_TEST(test_plan_dyn_run_shorter_fit),
 		MAPPER_TEST(test_plan_reuse_out_of_range),
