@@ -42,12 +42,18 @@ steady() {
 		$(field "$tmp/a.json" driver_calls)))
 }
 
-best=
-for pol in off caching expandable; do
-	"$R" --json --policy $pol "$tmp/dense.trace" >"$tmp/$pol.json" 2>&1
-	v=$(field "$tmp/$pol.json" peak_reserved_bytes)
-	if [ -z "$best" ] || [ "$v" -lt "$best" ]; then best=$v; fi
-done
+# best_online TRACE: the least peak any online policy reserves replaying it
+best_online() {
+	b=
+	for pol in off caching expandable; do
+		"$R" --json --policy $pol "$1" >"$tmp/$pol.json" 2>&1
+		v=$(field "$tmp/$pol.json" peak_reserved_bytes)
+		if [ -z "$b" ] || [ "$v" -lt "$b" ]; then b=$v; fi
+	done
+	echo "$b"
+}
+
+best=$(best_online "$tmp/dense.trace")
 
 calls=$(steady 16)
 [ -n "$calls" ] && [ "$calls" -le 16 ]
@@ -95,12 +101,7 @@ rise=$(sed -n 's/.*the high water may rise to \([0-9]*\).*/\1/p' \
 	"$tmp/moe.err" | tail -n 1)
 [ -n "$rise" ] && [ "$rise" -le "$half" ]
 ok $? "run with seed 56, the hold rises to ${rise:-?} <= $half (check: $planned, $online)"
-best=
-for pol in off caching expandable; do
-	"$R" --json --policy $pol "$tmp/moe-b.trace" >"$tmp/$pol.json" 2>&1
-	v=$(field "$tmp/$pol.json" peak_reserved_bytes)
-	if [ -z "$best" ] || [ "$v" -lt "$best" ]; then best=$v; fi
-done
+best=$(best_online "$tmp/moe-b.trace")
 peak=$(field "$tmp/moe.json" peak_reserved_bytes)
 [ "$peak" -le $((best + 2097152)) ]
 ok $? "and reserves $peak <= the best online policy's $best + a chunk"
