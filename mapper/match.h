@@ -140,6 +140,8 @@ struct matcher {
 	uint32_t exit_seen; /* requests in a row that matched from there */
 	bool exit_strong; /* one of them was out of its position's sizes */
 	bool exit_drift; /* one of them was not its position's one size */
+	bool exit_vary; /* they were of more than one size */
+	uint64_t exit_size; /* the first one's */
 	uint32_t pro_pos;
 	uint32_t pro_loose;
 	uint32_t votes_back;
