@@ -764,6 +764,14 @@ static bool exit_fits(const struct matcher *m, uint32_t k, uint64_t asize)
 	       fits(m, k, asize, false) && slot_free(m, k);
 }
 
+/* Forget the chain of requests matching a run's exit (dyn_run_exit()). */
+static void exit_forget(struct matcher *m)
+{
+	m->exit_pos = UINT32_MAX;
+	m->exit_seen = 0;
+	m->exit_strong = m->exit_drift = m->exit_vary = false;
+}
+
 /*
  * The cursor is at a dynamic run's exit (the static position after it)
  * and a request of @asize is not that position's size: the job's run is
@@ -788,12 +796,14 @@ static int64_t run_longer(struct matcher *m, uint32_t x, uint32_t seen,
 			return x + seen;
 		m->exit_pos = x;
 		m->exit_seen = seen + 1;
+		m->exit_drift = true; /* not the exit's size: not in step */
 		return m->cursor - 1;
 	}
 	for (k = m->cursor + 1; k <= m->cursor + MATCH_AHEAD && k < n; k++)
 		if (exit_fits(m, k, asize)) {
 			m->exit_pos = k;
 			m->exit_seen = 1;
+			m->exit_drift = true;
 			break;
 		}
 	return m->cursor - 1;
@@ -855,11 +865,7 @@ static int64_t dyn_run_exit(struct matcher *m, uint64_t asize)
 	bool strong = m->exit_strong, drift = m->exit_drift;
 	bool vary = m->exit_vary, own;
 
-	m->exit_pos = UINT32_MAX;
-	m->exit_seen = 0;
-	m->exit_strong = false;
-	m->exit_drift = false;
-	m->exit_vary = false;
+	exit_forget(m);
 	if (m->cursor < n && m->cursor > 0 && !is_dyn(m, m->cursor) &&
 	    is_dyn(m, m->cursor - 1) && !fits(m, m->cursor, asize, false))
 		return run_longer(m, x, seen, asize);
@@ -1209,11 +1215,7 @@ static bool next_iteration(struct matcher *m)
 	if (m->plan->stride > 1 && m->marks == m->plan->warmup && m->marked)
 		m->cursor = m->plan->stride_pos;
 	m->loose = UINT32_MAX;
-	m->exit_pos = UINT32_MAX;
-	m->exit_seen = 0;
-	m->exit_strong = false;
-	m->exit_drift = false;
-	m->exit_vary = false;
+	exit_forget(m);
 	m->skip_lo = m->skip_hi = 0;
 	m->votes_back = m->votes_ahead = 0;
 	m->warm_misses = 0;

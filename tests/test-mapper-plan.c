@@ -1811,6 +1811,25 @@ static void expert_loop(int k, int experts)
 }
 
 /*
+ * Six tensors of 5 to 7.5 MiB (the same every iteration); with @keep they
+ * live together and their addresses go to @t, else each is freed at once.
+ */
+static void six_tensors(bool keep, void **t)
+{
+	static const size_t tsz[6] = { 10, 12, 14, 11, 13, 15 }; /* MiB / 2 */
+	int j;
+
+	for (j = 0; j < 6; j++) {
+		t[j] = stalloc_malloc(tsz[j] * (MB / 2), 0, NULL);
+		assert_non_null(t[j]);
+		if (!keep)
+			stalloc_free(t[j], 0, 0, NULL);
+	}
+	for (j = 0; keep && j < 6; j++)
+		stalloc_free(t[j], 0, 0, NULL);
+}
+
+/*
  * An expert loop of @experts buffers (about 1 MiB, sizes varying with the
  * routing, iteration @k), each freed at once, while a 40 MiB tensor lives;
  * then six tensors of 5 to 7.5 MiB live together in its place; their
@@ -1818,18 +1837,11 @@ static void expert_loop(int k, int experts)
  */
 static void exit_iter(int k, int experts, void **t)
 {
-	static const size_t tsz[6] = { 10, 12, 14, 11, 13, 15 }; /* MiB / 2 */
 	void *x = stalloc_malloc(40 * MB, 0, NULL);
-	int j;
 
 	expert_loop(k, experts);
 	stalloc_free(x, 0, 0, NULL);
-	for (j = 0; j < 6; j++) {
-		t[j] = stalloc_malloc(tsz[j] * (MB / 2), 0, NULL);
-		assert_non_null(t[j]);
-	}
-	for (j = 0; j < 6; j++)
-		stalloc_free(t[j], 0, 0, NULL);
+	six_tensors(true, t);
 }
 
 static void exit_once(int k)
@@ -1868,25 +1880,6 @@ static void test_plan_dyn_run_shorter(void **state)
 }
 
 /*
- * Six tensors of 5 to 7.5 MiB (the same every iteration); with @keep they
- * live together and their addresses go to @t, else each is freed at once.
- */
-static void twin_block(bool keep, void **t)
-{
-	static const size_t tsz[6] = { 10, 12, 14, 11, 13, 15 }; /* MiB / 2 */
-	int j;
-
-	for (j = 0; j < 6; j++) {
-		t[j] = stalloc_malloc(tsz[j] * (MB / 2), 0, NULL);
-		assert_non_null(t[j]);
-		if (!keep)
-			stalloc_free(t[j], 0, 0, NULL);
-	}
-	for (j = 0; keep && j < 6; j++)
-		stalloc_free(t[j], 0, 0, NULL);
-}
-
-/*
  * Two expert loops with the same six tensors after each: after the first,
  * inside the routed block (an island: planned with the loops' dynamic
  * positions), and after the second, where they are static.  Addresses of
@@ -1899,9 +1892,9 @@ static void twin_iter(int k, void **t)
 
 	assert_non_null(x);
 	expert_loop(k, 6);
-	twin_block(false, u);
+	six_tensors(false, u);
 	expert_loop(k + 1, 6);
-	twin_block(true, t);
+	six_tensors(true, t);
 	stalloc_free(x, 0, 0, NULL);
 }
 
