@@ -142,6 +142,7 @@ int match_init(struct matcher *m, struct stalloc_plan *plan,
 	m->chunk = vmm_chunk_bytes(vmm);
 	m->loose = UINT32_MAX;
 	m->exit_pos = UINT32_MAX;
+	m->exit_took = UINT32_MAX;
 	m->pro_loose = UINT32_MAX;
 	if (match_pool_bytes(m) > vmm_size(vmm) / 2) {
 		match_destroy(m);
@@ -768,6 +769,8 @@ static bool exit_fits(const struct matcher *m, uint32_t k, uint64_t asize)
 static void exit_forget(struct matcher *m)
 {
 	m->exit_pos = UINT32_MAX;
+	m->exit_took = UINT32_MAX;
+	m->exit_took_slot = false;
 	m->exit_seen = 0;
 	m->exit_strong = m->exit_drift = m->exit_vary = false;
 }
@@ -807,6 +810,59 @@ static int64_t run_longer(struct matcher *m, uint32_t x, uint32_t seen,
 			break;
 		}
 	return m->cursor - 1;
+}
+
+/*
+ * A request taken loosely by a slot more than four times its size and at
+ * least a chunk larger: the job is not where the cursor is (an expert's
+ * buffer where the plan has an attention block), and the slack would be
+ * held for as long as the request lives -- at MoE imbalance 4's peak, 79
+ * MiB in 11 such slots.  The cursor still moves past the slot, and the
+ * slot's own request, if it comes next, still finds it (m->loose).
+ */
+static bool too_loose(const struct matcher *m, int32_t e, uint64_t asize)
+{
+	uint64_t slot = m->plan->ent[e].size;
+
+	return slot - asize >= m->chunk && slot / 4 > asize;
+}
+
+/*
+ * The last request took the exit of a dynamic run (the static position
+ * after it) by its size alone, and this one, of @asize, is not the next
+ * position's size (nor a smaller request that slot would take), nor that
+ * of a static position a little ahead: the last was one more of the run
+ * -- an expert buffer of the exit's size, common under top-1 routing --
+ * and the job is still in it.  A request of the exit's size again is the
+ * exit's own.  Without this the cursor went on from the exit and this
+ * request took a dynamic position further on, in the next run: the job
+ * was a run behind the cursor, and the static block between the runs and
+ * the next run missed (MoE top-1, imbalance 4, from another seed: 110
+ * misses, 53 now).  When the last request could not have the exit's slot
+ * (a block out of step held it), its match was weaker still: then only a
+ * request of the sizes seen at the run's last position undoes it (one of
+ * another size there was served at the run's end, in the plan's free
+ * space, and held memory that a plan that had lost its way needed: 14 MiB
+ * on a pipeline rank whose plan missed 70% of its requests).  @slot: the
+ * last request got a slot.
+ */
+static bool exit_undone(const struct matcher *m, uint64_t asize, bool slot)
+{
+	uint32_t n = m->plan->nr_positions, k;
+	int32_t e;
+
+	if (m->cursor >= n || fits(m, m->cursor, asize, false))
+		return false;
+	e = entry_at(m, m->cursor);
+	if (e >= 0 && asize < m->plan->ent[e].size &&
+	    !too_loose(m, e, asize) && !fits(m, m->cursor - 1, asize, false))
+		return false;
+	if (e >= 0 && asize > m->plan->ent[e].size && sizes_tell(m))
+		return false; /* that slot's request, grown */
+	for (k = m->cursor + 1; k <= m->cursor + MATCH_AHEAD && k < n; k++)
+		if (!is_dyn(m, k) && fits(m, k, asize, false))
+			return false;
+	return slot || dyn_fits(m, (int64_t)m->cursor - 2, asize);
 }
 
 /*
@@ -861,11 +917,15 @@ static bool in_step(const struct matcher *m, uint32_t pos, uint64_t asize)
 static int64_t dyn_run_exit(struct matcher *m, uint64_t asize)
 {
 	uint32_t n = m->plan->nr_positions, x = m->exit_pos, k, lim;
-	uint32_t seen = m->exit_seen;
+	uint32_t seen = m->exit_seen, took = m->exit_took;
 	bool strong = m->exit_strong, drift = m->exit_drift;
+	bool took_slot = m->exit_took_slot;
 	bool vary = m->exit_vary, own;
 
 	exit_forget(m);
+	if (took < n && m->cursor == took + 1 &&
+	    exit_undone(m, asize, took_slot))
+		return took - 1;
 	if (m->cursor < n && m->cursor > 0 && !is_dyn(m, m->cursor) &&
 	    is_dyn(m, m->cursor - 1) && !fits(m, m->cursor, asize, false))
 		return run_longer(m, x, seen, asize);
@@ -902,21 +962,6 @@ static int64_t dyn_run_exit(struct matcher *m, uint64_t asize)
 			break;
 		}
 	return -1;
-}
-
-/*
- * A request taken loosely by a slot more than four times its size and at
- * least a chunk larger: the job is not where the cursor is (an expert's
- * buffer where the plan has an attention block), and the slack would be
- * held for as long as the request lives -- at MoE imbalance 4's peak, 79
- * MiB in 11 such slots.  The cursor still moves past the slot, and the
- * slot's own request, if it comes next, still finds it (m->loose).
- */
-static bool too_loose(const struct matcher *m, int32_t e, uint64_t asize)
-{
-	uint64_t slot = m->plan->ent[e].size;
-
-	return slot - asize >= m->chunk && slot / 4 > asize;
 }
 
 /*
@@ -1000,7 +1045,7 @@ static uint64_t reuse_need(const struct matcher *m, uint32_t pos,
 static bool place_near_cursor(struct matcher *m, uint64_t asize, void *stream,
 			      uint64_t *addr, uint32_t *ent, bool *missed)
 {
-	bool loose = false;
+	bool loose = false, at_exit;
 	int64_t pos = dyn_run_exit(m, asize);
 	int32_t e;
 
@@ -1020,6 +1065,8 @@ static bool place_near_cursor(struct matcher *m, uint64_t asize, void *stream,
 	}
 	if (is_dyn(m, (uint32_t)pos))
 		pos = run_drift(m, pos, asize);
+	at_exit = pos == m->cursor && pos > 0 && !loose &&
+		  is_dyn(m, (uint32_t)pos - 1);
 	m->cursor = (uint32_t)pos + 1;
 	e = entry_at(m, (uint32_t)pos);
 	if (e < 0) {
@@ -1038,6 +1085,10 @@ static bool place_near_cursor(struct matcher *m, uint64_t asize, void *stream,
 	}
 	*missed = !serve(m, e, stream, addr, ent) &&
 		  !borrow_passed(m, e, stream, addr, ent);
+	if (at_exit) {
+		m->exit_took = (uint32_t)pos;
+		m->exit_took_slot = !*missed;
+	}
 	return !*missed;
 }
 

@@ -142,6 +142,8 @@ struct matcher {
 	bool exit_drift; /* one of them was not its position's one size */
 	bool exit_vary; /* they were of more than one size */
 	uint64_t exit_size; /* the first one's */
+	uint32_t exit_took; /* a run's exit the last request took, or none */
+	bool exit_took_slot; /* ... and it got the exit's slot */
 	uint32_t pro_pos;
 	uint32_t pro_loose;
 	uint32_t votes_back;

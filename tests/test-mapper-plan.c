@@ -1940,6 +1940,59 @@ static void test_plan_twin_block(void **state)
 	unlink(plan);
 }
 
+/*
+ * exit_iter() with a loop of three more experts than recorded, the first
+ * of them the size of the first tensor after the loop (top-1 routing: an
+ * expert with that many tokens); the tensors' addresses go to @t.
+ */
+static void longer_iter(int k, void **t)
+{
+	void *x = stalloc_malloc(40 * MB, 0, NULL), *e;
+
+	assert_non_null(x);
+	expert_loop(k, 12);
+	e = stalloc_malloc(5 * MB, 0, NULL);
+	assert_non_null(e);
+	stalloc_free(e, 0, 0, NULL);
+	expert_loop(k + 1, 2);
+	stalloc_free(x, 0, 0, NULL);
+	six_tensors(true, t);
+}
+
+/*
+ * The loop runs on past its recorded end, and its first extra buffer is
+ * the exit's size: taken for the exit (a miss: the slot is under the
+ * 40 MiB tensor, still live), then undone by the next buffer, which is
+ * neither the next tensor's size nor one its slot would take
+ * (exit_undone()).  Before, the cursor went on from the exit, the loop's
+ * next buffers went to the tensors' positions, and the tensors missed.
+ */
+static void test_plan_exit_undone(void **state)
+{
+	struct stalloc_plan_summary s;
+	struct stalloc_stats a, b;
+	void *t[6], *u[6];
+	char plan[256];
+	int k, j;
+
+	(void)state;
+	plan_from("xu", exit_once, NULL, plan, sizeof(plan), &s);
+	assert_int_equal(s.dynamic_requests, 12);
+	for (k = 0; k < 3; k++) {
+		stalloc_mark("iteration");
+		exit_iter(k, 12, t);
+	}
+	stalloc_stats(0, &a);
+	stalloc_mark("iteration");
+	longer_iter(1, u);
+	stalloc_stats(0, &b);
+	/* the extra buffer: the exit's slot is under the 40 MiB tensor */
+	assert_int_equal(b.plan_misses - a.plan_misses, 1);
+	for (j = 0; j < 6; j++)
+		assert_ptr_equal(u[j], t[j]);
+	unlink(plan);
+}
+
 static void *loose_a;
 
 /* A 256 KiB request, then an 8 MiB one and a 1 MiB one, all freed. */
@@ -2220,6 +2273,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_dyn_run_shorter),
 		MAPPER_TEST(test_plan_too_loose),
 		MAPPER_TEST(test_plan_twin_block),
+		MAPPER_TEST(test_plan_exit_undone),
 		MAPPER_TEST(test_plan_dyn_run_longer_exit),
 		MAPPER_TEST(test_plan_dyn_run_shorter_fit),
 		MAPPER_TEST(test_plan_reuse_out_of_range),
