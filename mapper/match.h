@@ -26,8 +26,10 @@
 
 /* Non-matches in the warm-up's last iteration before it is not matched. */
 #define MATCH_WARM_MISSES 32
-/* How late a persistent entry may come there (plans with dynamic runs). */
+/* How late a persistent entry may come there (plans with dynamic runs), */
 #define MATCH_WARM_LATE 64
+/* ... and a 1/this of the positions since the count was last in step */
+#define MATCH_WARM_DRIFT 4
 /* requests in a row that must match a dynamic run's exit to leave it */
 #define MATCH_EXIT_CONFIRM 4
 /* ... when every one of them also fitted the run's sizes */
@@ -145,6 +147,7 @@ struct matcher {
 	uint32_t exit_took; /* a run's exit the last request took, or none */
 	bool exit_took_slot; /* ... and it got the exit's slot */
 	uint32_t pro_pos;
+	uint32_t pro_sync; /* a persistent entry's position: last in step */
 	uint32_t pro_loose;
 	uint32_t votes_back;
 	uint32_t votes_ahead;

@@ -1399,6 +1399,79 @@ static void test_plan_state_early(void **state)
 }
 
 /*
+ * A step of @n expert buffers of 64 to 76 KiB (sizes varying with the
+ * routing, iteration @k), each freed at once, then a 4 MiB and an 8 MiB
+ * tensor; the first step (@st not NULL) creates two 8 MiB buffers of
+ * optimizer state after the loop.
+ */
+static void drift_state_step(int k, int n, void **st)
+{
+	void *e, *a, *b;
+	int j;
+
+	for (j = 0; j < n; j++) {
+		e = stalloc_malloc(64 * 1024 + (size_t)((k * (j % 3 + 1) + j) %
+							4) * 4096,
+				   0, NULL);
+		assert_non_null(e);
+		stalloc_free(e, 0, 0, NULL);
+	}
+	if (st) {
+		st[0] = stalloc_malloc(8 * MB, 0, NULL);
+		st[1] = stalloc_malloc(8 * MB, 0, NULL);
+		assert_non_null(st[0]);
+		assert_non_null(st[1]);
+	}
+	a = stalloc_malloc(4 * MB, 0, NULL);
+	b = stalloc_malloc(8 * MB, 0, NULL);
+	assert_non_null(a);
+	assert_non_null(b);
+	stalloc_free(b, 0, 0, NULL);
+	stalloc_free(a, 0, 0, NULL);
+}
+
+static void drift_state_once(int k)
+{
+	if (!k)
+		rec_live[8] = stalloc_malloc(32 * MB, 0, NULL);
+	drift_state_step(k, 200, k ? NULL : rec_live);
+}
+
+/*
+ * The warm-up routes 100 more requests than recorded before the optimizer
+ * state, which comes 100 positions after its planned prologue position:
+ * still its own (pro_late(): 64 positions and a quarter of the 201 since
+ * the weights), not given up -- lost, the state would take the steady
+ * 8 MiB slot for good, and its request would miss in every step.
+ */
+static void test_plan_state_drifted(void **state)
+{
+	struct stalloc_plan_summary s;
+	struct stalloc_stats a, b;
+	char plan[256];
+	void *w, *st[2];
+	int k;
+
+	(void)state;
+	plan_from("sd", drift_state_once, state_end, plan, sizeof(plan), &s);
+	assert_int_equal(s.dynamic_requests, 200);
+	stalloc_mark("iteration");
+	w = stalloc_malloc(32 * MB, 0, NULL);
+	drift_state_step(0, 300, st);
+	stalloc_stats(0, &a);
+	for (k = 1; k < 5; k++) {
+		stalloc_mark("iteration");
+		drift_state_step(k, 200, NULL);
+	}
+	stalloc_stats(0, &b);
+	assert_int_equal(b.plan_misses, a.plan_misses);
+	stalloc_free(st[0], 0, 0, NULL);
+	stalloc_free(st[1], 0, 0, NULL);
+	stalloc_free(w, 0, 0, NULL);
+	unlink(plan);
+}
+
+/*
  * One step that, the first time (@st not NULL), creates optimizer state
  * after its activations: two buffers of each of 1, 2, 3 and 4 MiB, the
  * @leave th left out (-1: none), as for a parameter without gradient.
@@ -2264,6 +2337,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_grown_in_run),
 		MAPPER_TEST(test_plan_phase),
 		MAPPER_TEST(test_plan_state_early),
+		MAPPER_TEST(test_plan_state_drifted),
 		MAPPER_TEST(test_plan_state_left_out),
 		MAPPER_TEST(test_plan_late_state),
 		MAPPER_TEST(test_plan_pairs),
