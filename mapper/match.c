@@ -880,8 +880,8 @@ static bool exit_undone(const struct matcher *m, uint64_t asize, bool slot)
 	if (m->cursor >= n || fits(m, m->cursor, asize, false))
 		return false;
 	e = entry_at(m, m->cursor);
-	if (e >= 0 && asize < m->plan->ent[e].size &&
-	    !too_loose(m, e, asize) && !fits(m, m->cursor - 1, asize, false))
+	if (e >= 0 && asize < m->plan->ent[e].size && !too_loose(m, e, asize) &&
+	    !fits(m, m->cursor - 1, asize, false))
 		return false;
 	if (e >= 0 && asize > m->plan->ent[e].size && sizes_tell(m))
 		return false; /* that slot's request, grown */

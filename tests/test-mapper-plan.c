@@ -1410,9 +1410,9 @@ static void drift_state_step(int k, int n, void **st)
 	int j;
 
 	for (j = 0; j < n; j++) {
-		e = stalloc_malloc(64 * 1024 + (size_t)((k * (j % 3 + 1) + j) %
-							4) * 4096,
-				   0, NULL);
+		e = stalloc_malloc(
+			64 * 1024 + (size_t)((k * (j % 3 + 1) + j) % 4) * 4096,
+			0, NULL);
 		assert_non_null(e);
 		stalloc_free(e, 0, 0, NULL);
 	}
