@@ -604,7 +604,7 @@ static int64_t pro_find(struct matcher *m, uint32_t pos, uint64_t size)
 
 	for (; m->pro_next < m->nr_pro; m->pro_next++) {
 		pe = &m->plan->ent[m->pro_list[m->pro_next]];
-		if (pe->pos + pro_late(m, pe) >= pos)
+		if (pos <= pe->pos || pos - pe->pos <= pro_late(m, pe))
 			break;
 	}
 	if (m->pro_next == m->nr_pro)
@@ -869,8 +869,10 @@ static bool too_loose(const struct matcher *m, int32_t e, uint64_t asize)
  * request of the sizes seen at the run's last position undoes it (one of
  * another size there was served at the run's end, in the plan's free
  * space, and held memory that a plan that had lost its way needed: 14 MiB
- * on a pipeline rank whose plan missed 70% of its requests).  @slot: the
- * last request got a slot.
+ * on a pipeline rank whose plan missed 70% of its requests).  Nor is it
+ * undone by a request larger than the next slot while the run's sizes
+ * have been telling: that is the slot's own request, grown
+ * (resized_at_cursor()).  @slot: the last request got a slot.
  */
 static bool exit_undone(const struct matcher *m, uint64_t asize, bool slot)
 {
