@@ -2044,6 +2044,11 @@ static void longer_iter(int k, void **t)
 	six_tensors(true, t);
 }
 
+static void exit12_iter(int k, void **t)
+{
+	exit_iter(k, 12, t);
+}
+
 /*
  * The loop runs on past its recorded end, and its first extra buffer is
  * the exit's size: taken for the exit (a miss: the slot is under the
@@ -2052,11 +2057,6 @@ static void longer_iter(int k, void **t)
  * (exit_undone()).  Before, the cursor went on from the exit, the loop's
  * next buffers went to the tensors' positions, and the tensors missed.
  */
-static void exit12_iter(int k, void **t)
-{
-	exit_iter(k, 12, t);
-}
-
 static void test_plan_exit_undone(void **state)
 {
 	struct stalloc_plan_summary s;
