@@ -448,21 +448,27 @@ static void test_plan_grown_in_run(void **state)
 }
 
 /*
- * Forty expert buffers whose sizes vary with the routing (iteration @k),
- * each freed at once, then run_iter(@insert, @grow).
+ * @n expert buffers of 64 to 76 KiB whose sizes vary with the routing
+ * (iteration @k), each freed at once.
  */
-static void experts_run_iter(int k, size_t insert, size_t grow, void **at)
+static void small_experts(int k, int n)
 {
 	void *e;
 	int j;
 
-	for (j = 0; j < 40; j++) {
+	for (j = 0; j < n; j++) {
 		e = stalloc_malloc(
 			64 * 1024 + (size_t)((k * (j % 3 + 1) + j) % 4) * 4096,
 			0, NULL);
 		assert_non_null(e);
 		stalloc_free(e, 0, 0, NULL);
 	}
+}
+
+/* Forty expert buffers (small_experts()), then run_iter(@insert, @grow). */
+static void experts_run_iter(int k, size_t insert, size_t grow, void **at)
+{
+	small_experts(k, 40);
 	run_iter(insert, grow, at);
 }
 
@@ -1399,23 +1405,15 @@ static void test_plan_state_early(void **state)
 }
 
 /*
- * A step of @n expert buffers of 64 to 76 KiB (sizes varying with the
- * routing, iteration @k), each freed at once, then a 4 MiB and an 8 MiB
- * tensor; the first step (@st not NULL) creates two 8 MiB buffers of
+ * A step of @n expert buffers (small_experts()), then a 4 MiB and an
+ * 8 MiB tensor; the first step (@st not NULL) creates two 8 MiB buffers of
  * optimizer state after the loop.
  */
 static void drift_state_step(int k, int n, void **st)
 {
-	void *e, *a, *b;
-	int j;
+	void *a, *b;
 
-	for (j = 0; j < n; j++) {
-		e = stalloc_malloc(
-			64 * 1024 + (size_t)((k * (j % 3 + 1) + j) % 4) * 4096,
-			0, NULL);
-		assert_non_null(e);
-		stalloc_free(e, 0, 0, NULL);
-	}
+	small_experts(k, n);
 	if (st) {
 		st[0] = stalloc_malloc(8 * MB, 0, NULL);
 		st[1] = stalloc_malloc(8 * MB, 0, NULL);
