@@ -437,7 +437,8 @@ def measure(w, build, tmp, gran):
         res["plan"] = {k: p.get(k) for k in (
             "requests", "lower_bound", "peak", "gap", "plan_ms",
             "iterations", "steady_iterations", "iteration_source",
-            "period_events", "check", "check_ms")}
+            "period_events", "check", "check_planned", "check_off",
+            "check_online", "check_ms")}
         res["replay"] = {}
         for pol in POLICIES:
             r = replay(build, pol, rtrace, pfile, gran)

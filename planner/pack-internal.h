@@ -64,6 +64,10 @@ struct pack_item {
  * @edges: overlapping pairs (the cost of the greedy and of the search)
  * @method: what produced the current packing
  * @optimal: @peak proven minimal for the group
+ * @alt: NULL, or another packing kept aside (offsets by group position):
+ *	one that beat the constructive passes but that the improvement is
+ *	not to start from (pack-segments.c); taken at the end if lower
+ * @alt_peak, @alt_method: its peak and what produced it
  */
 struct pack_group {
 	uint32_t *items;
@@ -75,6 +79,9 @@ struct pack_group {
 	uint64_t edges;
 	const char *method;
 	bool optimal;
+	uint64_t *alt;
+	uint64_t alt_peak;
+	const char *alt_method;
 };
 
 /**
@@ -202,6 +209,16 @@ int pack_family(struct pack_ctx *ctx, struct pack_group *g);
  * the group's packing when it is better.  0 or -ENOMEM.
  */
 int pack_start_pass(struct pack_ctx *ctx, struct pack_group *g);
+/*
+ * Best fit in the order items start (then in the order they end, the
+ * latest first), inside segments that never merge, a new one of an
+ * item's size when none fits (pack-segments.c).  A packing lower than the
+ * group's goes to g->alt, for pack.c to take at the end if still lower:
+ * the improvement goes on from the group's own packing, which it often
+ * lowers further.  Groups with wrap-around items are left as they are.
+ * 0 or -ENOMEM.
+ */
+int pack_segments(struct pack_ctx *ctx, struct pack_group *g);
 /* A placed item's address range [off, top). */
 struct pack_span {
 	uint64_t off;

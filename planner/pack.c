@@ -568,6 +568,10 @@ out:
 
 static void pack_ctx_free(struct pack_ctx *ctx)
 {
+	size_t i;
+
+	for (i = 0; i < ctx->nr_groups && ctx->groups; i++)
+		free(ctx->groups[i].alt);
 	free(ctx->pool);
 	free(ctx->loc);
 	free(ctx->groups);
@@ -612,6 +616,8 @@ static int pack_construct_group(struct pack_ctx *ctx, struct pack_group *g,
 			err = pack_family(ctx, g);
 		if (!err && g->peak > g->load && g->nr <= PACK_FAMILY_MAX_ITEMS)
 			err = pack_start_pass(ctx, g);
+		if (!err && g->peak > g->load && g->nr <= PACK_FAMILY_MAX_ITEMS)
+			err = pack_segments(ctx, g);
 		if (!err && !ctx->no_search && g->peak > g->load) {
 			now = pack_work_ms(ctx);
 			until = now + (budget - now) / (double)left;
@@ -834,6 +840,25 @@ static int pack_local_rest(struct pack_ctx *ctx)
 	return 0;
 }
 
+/* The packings kept aside (pack-segments.c) where they are still lower. */
+static void pack_take_alt(struct pack_ctx *ctx)
+{
+	size_t i, k;
+
+	for (i = 0; i < ctx->nr_groups; i++) {
+		struct pack_group *g = &ctx->groups[i];
+
+		if (!g->alt || g->alt_peak >= g->peak)
+			continue;
+		for (k = 0; k < g->nr; k++)
+			ctx->items[g->items[k]].off = g->alt[k];
+		g->peak = g->alt_peak;
+		g->method = g->alt_method;
+		if (g->peak == g->load)
+			g->optimal = true;
+	}
+}
+
 static int pack_run(struct pack_ctx *ctx, struct pack_result *res)
 {
 	bool proven = false;
@@ -851,6 +876,7 @@ static int pack_run(struct pack_ctx *ctx, struct pack_result *res)
 		err = pack_local_rest(ctx);
 	if (err)
 		return err;
+	pack_take_alt(ctx);
 	res->peak = pack_max_peak(ctx);
 	res->optimal = proven || res->peak == ctx->target;
 	res->method = pack_method(ctx, res->peak);
