@@ -263,10 +263,10 @@ static int pack_seg_pass(struct pack_ctx *ctx, struct pack_group *g,
 		return 0; /* (the constructive passes ran first) */
 	ev = malloc(2 * g->nr * sizeof(*ev));
 	off = malloc(g->nr * sizeof(*off));
-	s.blk = malloc(2 * g->nr * sizeof(*s.blk));
-	s.fr = malloc(2 * g->nr * sizeof(*s.fr));
+	s.blk = calloc(2 * g->nr, sizeof(*s.blk));
+	s.fr = calloc(2 * g->nr, sizeof(*s.fr));
 	s.seg_size = malloc(g->nr * sizeof(*s.seg_size));
-	s.at = malloc(g->nr * sizeof(*s.at));
+	s.at = calloc(g->nr, sizeof(*s.at));
 	if (!ev || !off || !s.blk || !s.fr || !s.seg_size || !s.at)
 		goto out;
 	for (i = 0; i < g->nr; i++) {
