@@ -25,10 +25,13 @@
  * packing whose peak is their total.  Then the same backwards in time (a
  * packing is one whichever way time runs: the items in the order they
  * end, the latest first): on the 12 GB rank forwards ends 1.78% above
- * LOAD, backwards 0.90% (the improvement that follows keeps it), and the
- * planned run reserves 16 MiB less than the caching allocator instead of
- * 100 MiB more.  The better of the two replaces the group's packing when
- * it is lower.  PyTorch's own constants (2 and 20 MiB segments, two pools
+ * LOAD, backwards 0.90%, and the planned run reserves 16 MiB less than
+ * the caching allocator instead of 100 MiB more.  The lower of the two,
+ * if lower than the group's packing, is kept aside (g->alt) and taken at
+ * the end if the improvement of the group's own packing did not go lower
+ * (pack.c): the improvement often does, from the other passes' packings,
+ * and started from this one it lost 2 MiB on the suite's MoE ranks at
+ * imbalance 0.  PyTorch's own constants (2 and 20 MiB segments, two pools
  * by size) are a driver's concern, not a plan's, and are left out.  On
  * most traces it is no better than the other packings: it is one more
  * candidate, cheap next to them.
