@@ -185,24 +185,30 @@ static void pack_seg_take(struct pack_segs *s, uint32_t pos, uint64_t size)
 	s->at[pos] = id;
 }
 
-/* Give group position @pos's range back, merged with free neighbours. */
+/* Block @b, right after @a in its segment, becomes part of @a. */
+static void pack_seg_absorb(struct pack_segs *s, uint32_t a, uint32_t b)
+{
+	s->blk[a].size += s->blk[b].size;
+	s->blk[a].next = s->blk[b].next;
+	if (s->blk[b].next != PACK_SEG_NONE)
+		s->blk[s->blk[b].next].prev = a;
+}
+
+/*
+ * Give group position @pos's range back, merged with free neighbours
+ * (each out of the free array before its size changes: it is the key).
+ */
 static void pack_seg_give(struct pack_segs *s, uint32_t pos)
 {
 	uint32_t id = s->at[pos], n = s->blk[id].next, p = s->blk[id].prev;
 
 	if (n != PACK_SEG_NONE && s->blk[n].free) {
 		pack_seg_fr_del(s, n);
-		s->blk[id].size += s->blk[n].size;
-		s->blk[id].next = s->blk[n].next;
-		if (s->blk[n].next != PACK_SEG_NONE)
-			s->blk[s->blk[n].next].prev = id;
+		pack_seg_absorb(s, id, n);
 	}
 	if (p != PACK_SEG_NONE && s->blk[p].free) {
 		pack_seg_fr_del(s, p);
-		s->blk[p].size += s->blk[id].size;
-		s->blk[p].next = s->blk[id].next;
-		if (s->blk[id].next != PACK_SEG_NONE)
-			s->blk[s->blk[id].next].prev = p;
+		pack_seg_absorb(s, p, id);
 		id = p;
 	}
 	pack_seg_fr_add(s, id);
