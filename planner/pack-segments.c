@@ -268,8 +268,6 @@ static int pack_seg_pass(struct pack_ctx *ctx, struct pack_group *g,
 	size_t i;
 	int err = -ENOMEM;
 
-	if (!g->method)
-		return 0; /* (the constructive passes ran first) */
 	ev = malloc(2 * g->nr * sizeof(*ev));
 	off = malloc(g->nr * sizeof(*off));
 	s.blk = calloc(2 * g->nr, sizeof(*s.blk));
