@@ -83,6 +83,8 @@ struct clear_seg {
  * @dyn_of: position -> dynamic position index, or -1
  * @pro_list: the persistent entries, by prologue position
  * @nr_pro: their number; @pro_next: the next one to come
+ * @bytes: the request being placed, before rounding to the plan's
+ *	alignment (entries that recorded theirs take only those bytes)
  * @cursor: the next expected position of the iteration
  * @loose: the position the last request took loosely (a slot larger than
  *	it), or UINT32_MAX
@@ -132,6 +134,7 @@ struct matcher {
 	uint32_t *pro_list;
 	size_t nr_pro;
 	size_t pro_next;
+	uint64_t bytes;
 	uint32_t cursor;
 	uint32_t loose;
 	uint32_t skip_lo;

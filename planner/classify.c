@@ -487,6 +487,8 @@ struct pos_view {
 	bool present, same_size;
 	unsigned int within, next, later, judged;
 	uint64_t size_min, size_max;
+	uint64_t req; /* the one size asked for, or 0 if several */
+	uint64_t req_min, req_max; /* the sizes asked for, unrounded */
 	uint64_t start, end_within, end_next;
 };
 
@@ -519,8 +521,14 @@ static void view_pos(const struct cls_ctx *c, uint32_t pos, struct pos_view *v)
 		sz = asize(c, a->size);
 		if (v->size_max && sz != v->size_max)
 			v->same_size = false;
+		if (!v->size_max)
+			v->req = v->req_min = v->req_max = a->size;
+		else if (a->size != v->req)
+			v->req = 0;
 		v->size_min = sz < v->size_min ? sz : v->size_min;
 		v->size_max = sz > v->size_max ? sz : v->size_max;
+		v->req_min = a->size < v->req_min ? a->size : v->req_min;
+		v->req_max = a->size > v->req_max ? a->size : v->req_max;
 		st = warped(c, s, c->allocs[k][j]);
 		v->start = st < v->start ? st : v->start;
 		w = where(c, k, a->peer);
@@ -564,6 +572,7 @@ static int classify_pos(struct cls_ctx *c, uint32_t pos, struct stalloc_plan *p)
 
 	view_pos(c, pos, &v);
 	e.size = v.size_max;
+	e.req = v.req;
 	e.start = v.start;
 	if (c->it->source == ITER_NONE) {
 		/*
@@ -574,6 +583,7 @@ static int classify_pos(struct cls_ctx *c, uint32_t pos, struct stalloc_plan *p)
 		 * as without one.
 		 */
 		d.size_min = d.size_max = v.size_max;
+		d.req_min = d.req_max = v.req_max;
 		d.start = v.start;
 		d.end = c->horizon;
 		c->posdyn[pos] = (uint32_t)p->nr_dyn;
@@ -610,6 +620,8 @@ static int classify_pos(struct cls_ctx *c, uint32_t pos, struct stalloc_plan *p)
 	}
 	d.size_min = v.size_min;
 	d.size_max = v.size_max;
+	d.req_min = v.req_min;
+	d.req_max = v.req_max;
 	d.start = v.start;
 	/*
 	 * Outliving the iteration (state created late: an expert's first
@@ -671,6 +683,7 @@ static int classify_persistent(const struct cls_ctx *c, struct stalloc_plan *p)
 		if (!is_persistent(c, a))
 			continue;
 		e.size = asize(c, a->size);
+		e.req = a->size;
 		e.end = c->horizon;
 		err = push_entry(p, &e, a->id);
 	}

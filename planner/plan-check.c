@@ -53,6 +53,12 @@ static int check_entry(const struct stalloc_plan *p, size_t i, const char *what)
 			       i, (unsigned long long)e->offset,
 			       (unsigned long long)e->size,
 			       (unsigned long long)p->pool);
+	if (e->req && (e->req > e->size || e->size - e->req >= p->align))
+		return chk_err(what,
+			       "entry %zu: request of %llu bytes does not "
+			       "round up to its size %llu",
+			       i, (unsigned long long)e->req,
+			       (unsigned long long)e->size);
 	switch (e->cls) {
 	case PLAN_PERSISTENT:
 		if (e->pos >= p->nr_prologue || e->start ||
@@ -296,6 +302,20 @@ static int check_dyn(const struct stalloc_plan *p, const char *what)
 				       "dynamic position %u: sizes or "
 				       "window out of range",
 				       d->pos);
+		if ((d->req_min || d->req_max) &&
+		    (!d->req_min || d->req_min > d->req_max ||
+		     d->req_min > d->size_min ||
+		     d->size_min - d->req_min >= p->align ||
+		     d->req_max > d->size_max ||
+		     d->size_max - d->req_max >= p->align))
+			return chk_err(what,
+				       "dynamic position %u: request bytes "
+				       "%llu to %llu do not round up to its "
+				       "sizes %llu to %llu",
+				       d->pos, (unsigned long long)d->req_min,
+				       (unsigned long long)d->req_max,
+				       (unsigned long long)d->size_min,
+				       (unsigned long long)d->size_max);
 		if ((uint64_t)d->first_range + d->nr_ranges > p->nr_ranges)
 			return chk_err(what,
 				       "dynamic position %u: ranges "

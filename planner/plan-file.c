@@ -32,12 +32,11 @@
 
 #define PLAN_MAGIC "stalloc-plan"
 /*
- * 1: no warmstart, 2: no check, 3: no stride; all still read.  A plan of
- * one step per iteration is written as version 3, which earlier readers
- * take; one of two steps as version 4, which they refuse.
+ * 1: no warmstart, 2: no check, 3: no stride, 4: a stride of 2 steps and
+ * no request bytes; all still read.  Version 5 always has a stride line
+ * (1 step: "stride 1 0") and each entry's request bytes.
  */
-#define PLAN_VERSION 4
-#define PLAN_VERSION_ONE_STEP 3
+#define PLAN_VERSION 5
 #define PLAN_MAX_STRIDE 2
 
 /* ---------------------------------------------------------------- write */
@@ -93,8 +92,7 @@ static void emit(const struct stalloc_plan *p, struct sbuf *b)
 	size_t i;
 	uint32_t r;
 
-	sb_printf(b, "%s %d\n", PLAN_MAGIC,
-		  p->stride > 1 ? PLAN_VERSION : PLAN_VERSION_ONE_STEP);
+	sb_printf(b, "%s %d\n", PLAN_MAGIC, PLAN_VERSION);
 	sb_printf(b,
 		  "# written by stalloc %s: %zu planned buffers, %zu "
 		  "dynamic positions\n",
@@ -105,8 +103,8 @@ static void emit(const struct stalloc_plan *p, struct sbuf *b)
 		  p->align, p->pool, p->horizon);
 	sb_printf(b, "positions %u\nprologue %u\nwarmup %u\nwarmstart %u\n",
 		  p->nr_positions, p->nr_prologue, p->warmup, p->warmstart);
-	if (p->stride > 1)
-		sb_printf(b, "stride %u %u\n", p->stride, p->stride_pos);
+	sb_printf(b, "stride %u %u\n", p->stride > 1 ? p->stride : 1,
+		  p->stride > 1 ? p->stride_pos : 0);
 	sb_printf(b, "check %s %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
 		  check_names[p->check], p->check_planned, p->check_off,
 		  p->check_online);
@@ -116,8 +114,9 @@ static void emit(const struct stalloc_plan *p, struct sbuf *b)
 
 		sb_printf(b,
 			  "e %c %u %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-			  "\n",
-			  e->cls, e->pos, e->size, e->offset, e->start, e->end);
+			  " %" PRIu64 "\n",
+			  e->cls, e->pos, e->size, e->offset, e->start, e->end,
+			  e->req);
 	}
 	sb_printf(b, "dynamic %zu\n", p->nr_dyn);
 	for (i = 0; i < p->nr_dyn; i++) {
@@ -125,9 +124,9 @@ static void emit(const struct stalloc_plan *p, struct sbuf *b)
 
 		sb_printf(b,
 			  "d %u %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-			  " %d %u",
-			  d->pos, d->size_min, d->size_max, d->start, d->end,
-			  d->wraps, d->nr_ranges);
+			  " %" PRIu64 " %" PRIu64 " %d %u",
+			  d->pos, d->size_min, d->size_max, d->req_min,
+			  d->req_max, d->start, d->end, d->wraps, d->nr_ranges);
 		for (r = 0; r < d->nr_ranges; r++) {
 			const struct plan_range *rg =
 				&p->ranges[d->first_range + r];
@@ -288,8 +287,12 @@ static int keyval(struct cursor *c, const char *key, uint64_t *v)
 	return 0;
 }
 
-/* "stride STEPS POS" (version 4 on; earlier files: one step each) */
-static int read_stride(struct cursor *c, struct stalloc_plan *p)
+/*
+ * "stride STEPS POS" (version 4 on, 2 steps; version 5, also "stride 1 0";
+ * earlier files: one step each)
+ */
+static int read_stride(struct cursor *c, struct stalloc_plan *p,
+		       uint64_t version)
 {
 	uint64_t n, pos;
 
@@ -298,6 +301,8 @@ static int read_stride(struct cursor *c, struct stalloc_plan *p)
 	if (c->nr != 3 || strcmp(c->f[0], "stride") != 0 || !num(c->f[1], &n) ||
 	    !num(c->f[2], &pos))
 		return cur_err(c, "expected \"stride STEPS POSITION\"");
+	if (version > 4 && n == 1 && !pos)
+		return 0; /* one step per iteration */
 	if (n < 2 || n > PLAN_MAX_STRIDE)
 		return cur_err(c, "stride %llu is not 2 to %d",
 			       (unsigned long long)n, PLAN_MAX_STRIDE);
@@ -348,46 +353,59 @@ static int read_check(struct cursor *c, struct stalloc_plan *p)
 	return 0;
 }
 
-static int read_entry(struct cursor *c, struct plan_entry *e)
+static int read_entry(struct cursor *c, struct plan_entry *e, uint64_t version)
 {
+	int fields = version > 4 ? 8 : 7;
 	uint64_t pos;
 
 	if (!next_line(c))
 		return cur_err(c, "file ends inside the entries");
-	if (c->nr != 7 || strcmp(c->f[0], "e") != 0 || strlen(c->f[1]) != 1)
-		return cur_err(c, "expected \"e CLASS POS SIZE OFFSET START "
-				  "END\"");
+	if (c->nr != fields || strcmp(c->f[0], "e") != 0 ||
+	    strlen(c->f[1]) != 1)
+		return cur_err(c,
+			       "expected \"e CLASS POS SIZE OFFSET START "
+			       "END%s\"",
+			       version > 4 ? " REQUEST" : "");
 	e->cls = c->f[1][0];
 	if (!strchr("pxsa", e->cls))
 		return cur_err(c, "unknown class '%c' (want p, s, x or a)",
 			       e->cls);
 	if (!num(c->f[2], &pos) || pos > UINT32_MAX ||
 	    !num(c->f[3], &e->size) || !num(c->f[4], &e->offset) ||
-	    !num(c->f[5], &e->start) || !num(c->f[6], &e->end))
+	    !num(c->f[5], &e->start) || !num(c->f[6], &e->end) ||
+	    (fields > 7 && !num(c->f[7], &e->req)))
 		return cur_err(c, "malformed number in an entry");
 	e->pos = (uint32_t)pos;
 	return 0;
 }
 
+/*
+ * "d POS MIN MAX START END WRAPS N RANGES..."; from version 5 on the
+ * request bytes follow MAX: "d POS MIN MAX REQMIN REQMAX START ...".
+ */
 static int read_dyn(struct cursor *c, struct stalloc_plan *p,
-		    struct plan_dyn *d)
+		    struct plan_dyn *d, uint64_t version)
 {
+	int x = version > 4 ? 2 : 0; /* the fields REQMIN REQMAX */
 	uint64_t pos, wraps, nr, i;
 	struct plan_range *nrng;
 
 	if (!next_line(c))
 		return cur_err(c, "file ends inside the dynamic positions");
-	if (c->nr < 8 || strcmp(c->f[0], "d") != 0)
-		return cur_err(c, "expected \"d POS MIN MAX START END WRAPS N "
-				  "RANGES...\"");
+	if (c->nr < 8 + x || strcmp(c->f[0], "d") != 0)
+		return cur_err(c,
+			       "expected \"d POS MIN MAX%s START END WRAPS "
+			       "N RANGES...\"",
+			       x ? " REQMIN REQMAX" : "");
 	if (!num(c->f[1], &pos) || pos > UINT32_MAX ||
 	    !num(c->f[2], &d->size_min) || !num(c->f[3], &d->size_max) ||
-	    !num(c->f[4], &d->start) || !num(c->f[5], &d->end) ||
-	    !num(c->f[6], &wraps) || wraps > 1 || !num(c->f[7], &nr))
+	    (x && (!num(c->f[4], &d->req_min) || !num(c->f[5], &d->req_max))) ||
+	    !num(c->f[4 + x], &d->start) || !num(c->f[5 + x], &d->end) ||
+	    !num(c->f[6 + x], &wraps) || wraps > 1 || !num(c->f[7 + x], &nr))
 		return cur_err(c, "malformed number in a dynamic position");
-	if (nr != (uint64_t)(c->nr - 8))
+	if (nr != (uint64_t)(c->nr - 8 - x))
 		return cur_err(c, "%llu ranges announced, %d given",
-			       (unsigned long long)nr, c->nr - 8);
+			       (unsigned long long)nr, c->nr - 8 - x);
 	d->pos = (uint32_t)pos;
 	d->wraps = wraps;
 	d->first_range = (uint32_t)p->nr_ranges;
@@ -398,13 +416,14 @@ static int read_dyn(struct cursor *c, struct stalloc_plan *p,
 	p->ranges = nrng;
 	for (i = 0; i < nr; i++) {
 		struct plan_range *rg = &p->ranges[p->nr_ranges++];
-		char *colon = strchr(c->f[8 + i], ':');
+		char *colon = strchr(c->f[8 + x + i], ':');
 
 		if (!colon)
 			return cur_err(c, "range \"%s\" is not OFFSET:LEN",
-				       c->f[8 + i]);
+				       c->f[8 + x + i]);
 		*colon = 0;
-		if (!num(c->f[8 + i], &rg->offset) || !num(colon + 1, &rg->len))
+		if (!num(c->f[8 + x + i], &rg->offset) ||
+		    !num(colon + 1, &rg->len))
 			return cur_err(c, "malformed range");
 	}
 	return 0;
@@ -483,7 +502,7 @@ static int parse_counts(struct cursor *c, struct stalloc_plan *p,
 			       (unsigned long long)v, p->nr_prologue);
 	p->warmstart = (uint32_t)v;
 	p->stride = 1;
-	err = version > 3 ? read_stride(c, p) : 0;
+	err = version > 3 ? read_stride(c, p, version) : 0;
 	if (err)
 		return err;
 	err = version > 2 ? read_check(c, p) : 0;
@@ -519,7 +538,7 @@ static int parse(struct cursor *c, struct stalloc_plan *p)
 	if (!p->ent)
 		return sa_error(-ENOMEM, "plan: out of memory");
 	for (i = 0; i < nent && !err; i++)
-		err = read_entry(c, &p->ent[p->nr_ent++]);
+		err = read_entry(c, &p->ent[p->nr_ent++], v);
 	if (!err)
 		err = keyval(c, "dynamic", &ndyn);
 	if (!err && ndyn > c->lines)
@@ -534,7 +553,7 @@ static int parse(struct cursor *c, struct stalloc_plan *p)
 	if (!p->dyn)
 		return sa_error(-ENOMEM, "plan: out of memory");
 	for (i = 0; i < ndyn && !err; i++)
-		err = read_dyn(c, p, &p->dyn[p->nr_dyn++]);
+		err = read_dyn(c, p, &p->dyn[p->nr_dyn++], v);
 	if (!err && next_line(c))
 		err = cur_err(c, "unexpected line after the dynamic positions");
 	return err;

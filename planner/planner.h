@@ -70,6 +70,10 @@ enum plan_class {
  * @cls: enum plan_class (never PLAN_DYNAMIC); PLAN_ALTERNATE entries come
  *	in pairs, the even iterations' slot first
  * @size: bytes, rounded up to the plan's alignment
+ * @req: the request's own bytes when every recorded instance asked for
+ *	exactly those (@size rounds them up), else 0: requests of a few
+ *	bytes all round to one alignment unit, and only these tell a 4-byte
+ *	position from an 8-byte one (plan format version 5 on)
  * @offset: offset in the static pool
  * @start: lifetime start, SEQ units from the iteration's start
  * @end: lifetime end; for PLAN_CROSS, end <= start and the buffer lives
@@ -79,6 +83,7 @@ struct plan_entry {
 	uint32_t pos;
 	char cls;
 	uint64_t size;
+	uint64_t req;
 	uint64_t offset;
 	uint64_t start;
 	uint64_t end;
@@ -93,7 +98,10 @@ struct plan_range {
  * struct plan_dyn - a dynamic request position and where it may go
  * @pos: index among the allocations of an iteration
  * @size_min: smallest size seen at @pos
- * @size_max: largest size seen at @pos
+ * @size_max: largest size seen at @pos (both rounded to the alignment)
+ * @req_min: smallest request seen at @pos, in its own bytes; 0 when not
+ *	known (plan format versions before 5)
+ * @req_max: largest request seen at @pos, in its own bytes, or 0
  * @start: lifetime window (envelope over the iterations seen)
  * @end: window end; @wraps as for PLAN_CROSS
  * @wraps: the window crosses the iteration boundary
@@ -104,6 +112,8 @@ struct plan_dyn {
 	uint32_t pos;
 	uint64_t size_min;
 	uint64_t size_max;
+	uint64_t req_min;
+	uint64_t req_max;
 	uint64_t start;
 	uint64_t end;
 	bool wraps;

@@ -54,7 +54,7 @@ assert j["lower_bound"] == (j["live_peak"] + j["align_bytes"] +
                             j["model_bytes"])
 PY
 ok $? "JSON has every field, 4 iterations, no dynamic request"
-head -n 1 "$tmp/d.plan" | grep -q "^stalloc-plan 3$"
+head -n 1 "$tmp/d.plan" | grep -q "^stalloc-plan 5$"
 ok $? "-o writes a plan file"
 python3 tests/check-plan.py "$tmp/d.csv" >"$tmp/chk"
 ok $? "the dense plan passes the independent overlap check"

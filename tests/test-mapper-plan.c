@@ -448,6 +448,77 @@ static void test_plan_grown_in_run(void **state)
 }
 
 /*
+ * Seven tensors live together: the first's size varies with the
+ * iteration @k (a dynamic position), the sixth is of 8 bytes.  @insert
+ * (bytes, 0: none) is allocated and freed after the third.  Addresses to
+ * @at.
+ */
+static void bytes_iter(int k, size_t insert, void **at)
+{
+	static const size_t n[7] = { 1 * MB, 2 * MB, 3 * MB, 4 * MB,
+				     5 * MB, 8,	     6 * MB };
+	void *p[7];
+	int j;
+
+	for (j = 0; j < 7; j++) {
+		if (insert && j == 3) {
+			void *x = stalloc_malloc(insert, 0, NULL);
+
+			assert_non_null(x);
+			stalloc_free(x, 0, 0, NULL);
+		}
+		p[j] = stalloc_malloc(n[j] + (j ? 0 : (size_t)k * 65536), 0,
+				      NULL);
+		assert_non_null(p[j]);
+		at[j] = p[j];
+	}
+	for (j = 7; j-- > 0;)
+		stalloc_free(p[j], 0, 0, NULL);
+}
+
+static void bytes_once(int k)
+{
+	void *at[7];
+
+	bytes_iter(k, 0, at);
+}
+
+/*
+ * A request of 4 bytes inserted before the fourth tensor rounds to the
+ * 8-byte tensor's slot (512 bytes) two positions on, but is not that
+ * tensor: the plan records each position's own bytes, so the inserted
+ * one does not move the cursor there, and every static tensor keeps its
+ * slot.  Matched by the rounded size, the cursor jumped to the 8-byte
+ * slot; in a plan with dynamic positions whose sizes have not told yet
+ * the positions jumped over are not taken back, and each tensor after
+ * the jump missed or took a slot planned for another.
+ */
+static void test_plan_request_bytes(void **state)
+{
+	struct stalloc_plan_summary s;
+	struct stalloc_stats a, b;
+	char plan[256];
+	void *mine[7], *got[7];
+	int k, j;
+
+	(void)state;
+	plan_from("bytes", bytes_once, NULL, plan, sizeof(plan), &s);
+	assert_true(s.dynamic_requests >= 1);
+	for (k = 0; k < 3; k++) {
+		stalloc_mark("iteration");
+		bytes_iter(k, 0, mine);
+	}
+	stalloc_stats(0, &a);
+	stalloc_mark("iteration");
+	bytes_iter(1, 4, got);
+	stalloc_stats(0, &b);
+	for (j = 1; j < 7; j++)
+		assert_ptr_equal(got[j], mine[j]);
+	assert_true(b.plan_misses - a.plan_misses <= 1);
+	unlink(plan);
+}
+
+/*
  * @n expert buffers of 64 to 76 KiB whose sizes vary with the routing
  * (iteration @k), each freed at once.
  */
@@ -2337,6 +2408,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_skipped),
 		MAPPER_TEST(test_plan_inserted_in_run),
 		MAPPER_TEST(test_plan_grown_in_run),
+		MAPPER_TEST(test_plan_request_bytes),
 		MAPPER_TEST(test_plan_phase),
 		MAPPER_TEST(test_plan_state_early),
 		MAPPER_TEST(test_plan_state_drifted),

@@ -837,7 +837,7 @@ static void ed_truncate(char *t)
 
 static void ed_version(char *t)
 {
-	swap_str(t, "stalloc-plan 3", "stalloc-plan 9");
+	swap_str(t, "stalloc-plan 5", "stalloc-plan 9");
 }
 
 /* Replace the line starting at @l with @text (no newline). */
@@ -862,14 +862,14 @@ static void ed_pool(char *t)
 static void ed_offset(char *t)
 {
 	char *l = entry_line(t, 3);
-	unsigned long pos, size, off, st, en;
+	unsigned long pos, size, off, st, en, req;
 	char cls;
 
-	assert_int_equal(sscanf(l, "e %c %lu %lu %lu %lu %lu", &cls, &pos,
-				&size, &off, &st, &en),
-			 6);
-	snprintf(nth_entry, sizeof(nth_entry), "e %c %lu %lu %lu %lu %lu", cls,
-		 pos, size, 1UL << 50, st, en);
+	assert_int_equal(sscanf(l, "e %c %lu %lu %lu %lu %lu %lu", &cls, &pos,
+				&size, &off, &st, &en, &req),
+			 7);
+	snprintf(nth_entry, sizeof(nth_entry), "e %c %lu %lu %lu %lu %lu %lu",
+		 cls, pos, size, 1UL << 50, st, en, req);
 	set_line(l, nth_entry);
 }
 
@@ -880,7 +880,7 @@ static void ed_overlap(char *t)
 
 	for (; a;
 	     a = strstr(a + 1, "\ne ") ? strstr(a + 1, "\ne ") + 1 : NULL) {
-		unsigned long pa, sa, oa, xa, ya, pb, sb, ob, xb, yb;
+		unsigned long pa, sa, oa, xa, ya, pb, sb, ob, xb, yb, rb;
 		char ca, cb;
 		int k;
 
@@ -894,14 +894,15 @@ static void ed_overlap(char *t)
 			if (!b)
 				break;
 			b++;
-			assert_int_equal(sscanf(b, "e %c %lu %lu %lu %lu %lu",
-						&cb, &pb, &sb, &ob, &xb, &yb),
-					 6);
+			assert_int_equal(
+				sscanf(b, "e %c %lu %lu %lu %lu %lu %lu", &cb,
+				       &pb, &sb, &ob, &xb, &yb, &rb),
+				7);
 			if (cb != 's' || xa >= yb || xb >= ya || sb > sa)
 				continue;
 			snprintf(nth_entry, sizeof(nth_entry),
-				 "e %c %lu %lu %lu %lu %lu", cb, pb, sb, oa, xb,
-				 yb);
+				 "e %c %lu %lu %lu %lu %lu %lu", cb, pb, sb, oa,
+				 xb, yb, rb);
 			set_line(b, nth_entry);
 			return;
 		}
@@ -940,20 +941,20 @@ static void ed_range(char *t)
 static void ed_range_busy(char *t)
 {
 	char *d = strstr(t, "\nd ") + 1, *nl = strchr(d, '\n'), buf[256];
-	unsigned long pos, mn, mx, st, en, w, k;
+	unsigned long pos, mn, mx, rmn, rmx, st, en, w, k;
 
-	assert_int_equal(sscanf(d, "d %lu %lu %lu %lu %lu %lu %lu", &pos, &mn,
-				&mx, &st, &en, &w, &k),
-			 7);
-	snprintf(buf, sizeof(buf), "d %lu %lu %lu %lu %lu %lu 1 0:%lu", pos, mn,
-		 mx, st, en, w, mn);
+	assert_int_equal(sscanf(d, "d %lu %lu %lu %lu %lu %lu %lu %lu %lu",
+				&pos, &mn, &mx, &rmn, &rmx, &st, &en, &w, &k),
+			 9);
+	snprintf(buf, sizeof(buf), "d %lu %lu %lu %lu %lu %lu %lu %lu 1 0:%lu",
+		 pos, mn, mx, rmn, rmx, st, en, w, mn);
 	memmove(d + strlen(buf), nl, strlen(nl) + 1);
 	memcpy(d, buf, strlen(buf));
 }
 
 static void ed_garbage(char *t)
 {
-	swap_str(t, "checksum", "e s 1 1 1 1 1\nchecksum");
+	swap_str(t, "checksum", "e s 1 1 1 1 1 1\nchecksum");
 }
 
 static void ed_count(char *t)
@@ -987,6 +988,33 @@ static void ed_check_online(char *t)
 	swap_str(t, "\ncheck none 0 0 0", "\ncheck pass 200 300 400");
 }
 
+/* An entry whose request bytes do not round up to its size. */
+static void ed_req(char *t)
+{
+	char *l = entry_line(t, 3);
+	unsigned long pos, size, off, st, en, req;
+	char cls;
+
+	assert_int_equal(sscanf(l, "e %c %lu %lu %lu %lu %lu %lu", &cls, &pos,
+				&size, &off, &st, &en, &req),
+			 7);
+	snprintf(nth_entry, sizeof(nth_entry), "e %c %lu %lu %lu %lu %lu %lu",
+		 cls, pos, size, off, st, en, size + 1);
+	set_line(l, nth_entry);
+}
+
+/* A dynamic position whose request bytes are above its sizes. */
+static void ed_dyn_req(char *t)
+{
+	char *d = strstr(t, "\nd ") + 1, *sp = d;
+	int i;
+
+	for (i = 0; i < 5; i++) /* REQMAX: the sixth field */
+		sp = strchr(sp, ' ') + 1;
+	memmove(sp + 1, sp, strlen(sp) + 1);
+	*sp = '9';
+}
+
 /* Drop the line starting with @key (after a newline) from @t. */
 static void drop_line(char *t, const char *key)
 {
@@ -998,9 +1026,45 @@ static void drop_line(char *t, const char *key)
 	memmove(at, nl, strlen(nl) + 1);
 }
 
+/* Drop the @n fields after the first @skip of line @l (0: all after). */
+static void drop_fields(char *l, int skip, int n)
+{
+	char *from = l, *to, *nl = strchr(l, '\n');
+	int i;
+
+	for (i = 0; i < skip; i++)
+		from = strchr(from, ' ') + 1;
+	for (to = from, i = 0; i < n || (!n && to < nl); i++) {
+		char *sp = strchr(to, ' ');
+
+		to = sp && sp < nl ? sp + 1 : nl;
+	}
+	if (to == nl && from > l)
+		from--; /* the last fields: their space too */
+	memmove(from, to, strlen(to) + 1);
+}
+
+/*
+ * The same plan as format version 3 wrote it: no stride line for one
+ * step, no request bytes in entries (the eighth field) and dynamic
+ * positions (the fourth and fifth).
+ */
+static void ed_version3(char *t)
+{
+	char *l;
+
+	swap_str(t, "stalloc-plan 5", "stalloc-plan 3");
+	drop_line(t, "\nstride 1 0");
+	for (l = strstr(t, "\ne "); l; l = strstr(l + 1, "\ne "))
+		drop_fields(l + 1, 7, 0);
+	for (l = strstr(t, "\nd "); l; l = strstr(l + 1, "\nd "))
+		drop_fields(l + 1, 4, 2);
+}
+
 /* The same plan as format version 2: no check line. */
 static void ed_version2(char *t)
 {
+	ed_version3(t);
 	swap_str(t, "stalloc-plan 3", "stalloc-plan 2");
 	drop_line(t, "\ncheck ");
 }
@@ -1008,6 +1072,7 @@ static void ed_version2(char *t)
 /* The same plan as format version 1: no warmstart and no check line. */
 static void ed_version1(char *t)
 {
+	ed_version3(t);
 	swap_str(t, "stalloc-plan 3", "stalloc-plan 1");
 	drop_line(t, "\nwarmstart ");
 	drop_line(t, "\ncheck ");
@@ -1064,7 +1129,13 @@ static void ed_stride_gone(char *t)
 
 static void ed_stride_v3(char *t)
 {
-	swap_str(t, "stalloc-plan 4", "stalloc-plan 3");
+	swap_str(t, "stalloc-plan 5", "stalloc-plan 3");
+}
+
+/* A stride of one step with a second step's position. */
+static void ed_stride_one(char *t)
+{
+	swap_str(t, "\nstride 2 3\n", "\nstride 1 3\n");
 }
 
 /*
@@ -1089,7 +1160,7 @@ static void test_plan_stride_file(void **state)
 	close(fd);
 	assert_int_equal(stalloc_plan_write(p, plan_path), 0);
 	good = read_text(plan_path);
-	assert_non_null(strstr(good, "stalloc-plan 4\n"));
+	assert_non_null(strstr(good, "stalloc-plan 5\n"));
 	assert_non_null(strstr(good, "\nstride 2 3\n"));
 	assert_int_equal(stalloc_plan_read(plan_path, &q), 0);
 	assert_int_equal(q->stride, 2);
@@ -1102,6 +1173,7 @@ static void test_plan_stride_file(void **state)
 	corrupt(good, ed_stride_pos, true, "fingerprint");
 	corrupt(good, ed_stride_gone, true, "stride STEPS POSITION");
 	corrupt(good, ed_stride_v3, true, "check");
+	corrupt(good, ed_stride_one, true, "stride 1 is not 2 to 2");
 	free(good);
 	unlink(plan_path);
 }
@@ -1110,6 +1182,7 @@ static void test_plan_corruption(void **state)
 {
 	struct stalloc_plan *p = plan_of(workload("cpu-torch/gpt-moe.trace"));
 	char *good;
+	size_t i;
 	int fd;
 
 	(void)state;
@@ -1138,10 +1211,27 @@ static void test_plan_corruption(void **state)
 	corrupt(good, ed_check_bytes, true, "no check bytes");
 	corrupt(good, ed_check_missing, true, "expected \"check");
 	corrupt(good, ed_check_online, true, "is above OFF");
-	/* and the good one still reads */
+	corrupt(good, ed_req, true, "does not round up to its size");
+	corrupt(good, ed_dyn_req, true, "request bytes");
+	/* and the good one still reads, with the request bytes */
 	write_text(plan_path, good);
 	assert_int_equal(stalloc_plan_read(plan_path, &p), 0);
 	assert_true(p->warmstart < p->nr_prologue);
+	assert_true(p->nr_dyn > 0);
+	for (i = 0; i < p->nr_ent; i++)
+		assert_true(p->ent[i].req > p->ent[i].size - p->align &&
+			    p->ent[i].req <= p->ent[i].size);
+	for (i = 0; i < p->nr_dyn; i++)
+		assert_true(p->dyn[i].req_min &&
+			    p->dyn[i].req_min <= p->dyn[i].req_max);
+	stalloc_plan_free(p);
+	/* a version 3 file: no request bytes, sizes matched rounded */
+	p = read_edited(good, ed_version3);
+	for (i = 0; i < p->nr_ent; i++)
+		assert_int_equal(p->ent[i].req, 0);
+	for (i = 0; i < p->nr_dyn; i++)
+		assert_int_equal(p->dyn[i].req_max, 0);
+	assert_int_equal(p->stride, 1);
 	stalloc_plan_free(p);
 	/* a version 1 file too: the warm-up's start not known */
 	p = read_edited(good, ed_version1);
