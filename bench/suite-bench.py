@@ -245,10 +245,14 @@ def random_sweep(n, seed):
     sequence parallelism, flash attention, gradients freed after the step,
     2-sequence micro-batches; half of them MoE (4 to 16 experts, top-1, 2
     or 4, imbalance 0.5 to 4, every layer or every second one), planned
-    from one routing seed and replayed with another.  Nothing was tuned on
-    them: a seed no one has looked at is a held-out set."""
+    from one routing seed and replayed with another; half of them (drawn
+    apart, so that the rest of each draw is as before) with small tensors
+    at their own bytes (--small-tensors: 4-byte scalars, 8 bytes per
+    routed token), named "-small".  Nothing was tuned on them: a seed no
+    one has looked at is a held-out set."""
     import random
     rng = random.Random(seed)
+    small = random.Random(seed * 7919 + 17)
     out = []
     for i in range(n):
         stages = rng.choice([1, 2, 3, 4])
@@ -290,6 +294,9 @@ def random_sweep(n, seed):
             w["plan_seed"] = rng.randrange(1, 50)
             w["seed"] = w["plan_seed"] + rng.randrange(1, 50)
         w["name"] = f"rnd{seed}-{i}-{'moe' if 'seed' in w else 'dense'}"
+        if small.random() < 0.5:
+            o += ["--small-tensors"]
+            w["name"] += "-small"
         out.append(w)
     return out
 

@@ -56,7 +56,7 @@ print(best)
 PY
 }
 
-echo "1..52"
+echo "1..53"
 expect 0 "--help" "$SYNTH" --help
 grep -q -- "--recompute" "$tmp/out"
 ok $? "--help lists the options"
@@ -122,6 +122,19 @@ ok $? "MoE every 2nd layer, full recomputation, interleaved: dynamic"
 "$PLAN" --emit-csv "$tmp/moe.csv" "$tmp/moe.trace" >/dev/null &&
 	python3 tests/check-plan.py "$tmp/moe.csv" >/dev/null
 ok $? "the MoE plan passes the independent overlap check"
+
+# small tensors at their own bytes: 4-byte scalars, 8 bytes per routed
+# token; the plan keeps the bytes (REQ, plan format 5) next to the size
+# rounded to 512; without the option, the same bytes as before
+"$SYNTH" -o "$tmp/small.trace" --experts 8 --top-k 2 --small-tensors &&
+	awk '$1 == "a" && $4 == 4 { s++ } $1 == "a" && $4 < 512 && $4 % 8 == 0 \
+		{ t++ } END { exit !(s > 0 && t > 0) }' "$tmp/small.trace" &&
+	"$PLAN" -o "$tmp/small.plan" "$tmp/small.trace" >/dev/null &&
+	awk '$1 == "e" && $4 == 512 && $8 == 4 { s++ }
+		END { exit !(s > 0) }' "$tmp/small.plan" &&
+	awk '$1 == "a" && $4 < 512 { exit 1 }' "$tmp/moe.trace"
+ok $? "--small-tensors: 4-byte scalars and token indices, kept in the plan"
+rm -f "$tmp/small.trace" "$tmp/small.plan"
 
 # the 1F1B bound: rank r holds at most stages - r micro-batches in flight
 for m in 2 3 8 16; do

@@ -55,6 +55,8 @@ static const char usage[] =
 	"  --micro-batch-size N   sequences per micro-batch (1)\n"
 	"  --micro-batches N      micro-batches per iteration (8)\n"
 	"  --flash-attn           no attention score matrices\n"
+	"  --small-tensors        scalars and MoE token indices at the bytes\n"
+	"                         PyTorch asks for (4; 8 per token), not 512\n"
 	"parallelism:\n"
 	"  --tp N                 tensor-parallel degree (1)\n"
 	"  --sequence-parallel    split replicated activations by tp too\n"
@@ -126,6 +128,7 @@ enum {
 	O_GRAD_FREE,
 	O_IMBALANCE,
 	O_FLASH,
+	O_SMALL,
 	O_SEQPAR,
 };
 
@@ -194,6 +197,7 @@ static const struct option long_opts[] = {
 	{ "grad-free", required_argument, NULL, O_GRAD_FREE },
 	{ "imbalance", required_argument, NULL, O_IMBALANCE },
 	{ "flash-attn", no_argument, NULL, O_FLASH },
+	{ "small-tensors", no_argument, NULL, O_SMALL },
 	{ "sequence-parallel", no_argument, NULL, O_SEQPAR },
 	{ "output", required_argument, NULL, 'o' },
 	{ "help", no_argument, NULL, 'h' },
@@ -263,6 +267,9 @@ static int parse_opt(struct cfg *c, int ch, const char *arg)
 		return 0;
 	case O_FLASH:
 		c->flash = true;
+		return 0;
+	case O_SMALL:
+		c->small = true;
 		return 0;
 	case O_SEQPAR:
 		c->seqpar = true;

@@ -24,6 +24,15 @@
 
 /* ------------------------------------------------------------ model */
 
+/*
+ * A scalar (a loss, a norm): the 4 bytes of a float with --small-tensors,
+ * as PyTorch asks for them; else 512, what its allocator rounds them to.
+ */
+static uint64_t scalar(const struct gen *g)
+{
+	return g->c->small ? 4 : 512;
+}
+
 static bool is_moe(const struct cfg *c, uint64_t global_layer)
 {
 	return c->experts && global_layer % c->moe_every == 0;
@@ -165,6 +174,8 @@ static void moe_mlp(struct gen *g, struct stack *st, uint64_t layer,
 	keep(g, st, s->topk_w, s->topk_w);
 	keep(g, st, s->topk_idx, 0);
 	route(g, layer, mb);
+	if (c->small) /* tokens per expert: one int64 each */
+		keep(g, st, 8 * c->experts, 0);
 	perm = ev_alloc(g, s->perm);
 	for (e = 0; e < c->experts; e++)
 		keep(g, st, 2 * (uint64_t)g->counts[e] * c->hidden,
@@ -175,6 +186,8 @@ static void moe_mlp(struct gen *g, struct stack *st, uint64_t layer,
 		if (!g->counts[e])
 			continue; /* an empty expert allocates nothing */
 		fc = 2 * (uint64_t)g->counts[e] * (c->moe_ffn / c->tp);
+		if (c->small) /* the expert's token indices, int64 */
+			keep(g, st, 8 * (uint64_t)g->counts[e], 0);
 		keep(g, st, fc, fc);
 		keep(g, st, fc, fc);
 		g->tmp_ids[e] =
@@ -292,7 +305,7 @@ static void forward(struct gen *g, uint64_t ci, uint64_t mb)
 	keep(g, st, s->logits32, s->logits); /* softmax, in place */
 	ev_free(g, x);
 	t = ev_alloc(g, 4 * s->tokens); /* per-token loss */
-	g->losses[g->nlosses++] = ev_alloc(g, 512);
+	g->losses[g->nlosses++] = ev_alloc(g, scalar(g));
 	ev_free(g, t);
 }
 
@@ -368,12 +381,12 @@ static void optimizer_step(struct gen *g)
 				bk->adam[k] = ev_alloc(g, bk->bytes);
 		}
 	}
-	norm = ev_alloc(g, 512); /* the global gradient norm */
+	norm = ev_alloc(g, scalar(g)); /* the global gradient norm */
 	for (ci = 0; ci < c->vstages; ci++) {
 		struct chunk *ch = &g->chunks[ci];
 
 		for (b = 0; b < ch->nbuckets; b++) {
-			t = ev_alloc(g, 512); /* per-bucket norm */
+			t = ev_alloc(g, scalar(g)); /* per-bucket norm */
 			ev_free(g, t);
 		}
 	}
@@ -525,14 +538,15 @@ static void header(struct gen *g)
 		 ",heads=%" PRIu64 ",ffn=%" PRIu64 ",seq=%" PRIu64
 		 ",vocab=%" PRIu64 ",mbs=%" PRIu64 ",micro-batches=%" PRIu64
 		 ",tp=%" PRIu64 "%s,stages=%" PRIu64 ",rank=%" PRIu64
-		 ",schedule=%s,virtual=%" PRIu64 ",recompute=%s%s"
+		 ",schedule=%s,virtual=%" PRIu64 ",recompute=%s%s%s"
 		 ",experts=%" PRIu64 ",top-k=%" PRIu64 ",imbalance=%.3f"
 		 ",iterations=%" PRIu64 ",seed=%" PRIu64 "\n",
 		 c->layers, c->hidden, c->heads, c->ffn, c->seq, c->vocab,
 		 c->mbs, c->mbatches, c->tp, c->seqpar ? ",sp" : "", c->stages,
 		 c->rank, c->interleaved ? "interleaved" : "1f1b", c->vstages,
-		 rc[c->recompute], c->flash ? ",flash" : "", c->experts,
-		 c->topk, c->imbalance, c->iters, c->seed);
+		 rc[c->recompute], c->flash ? ",flash" : "",
+		 c->small ? ",small" : "", c->experts, c->topk, c->imbalance,
+		 c->iters, c->seed);
 	put_str(g, line);
 }
 

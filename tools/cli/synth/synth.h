@@ -28,6 +28,7 @@ struct cfg {
 	double imbalance;
 	enum recompute recompute;
 	bool interleaved, flash, seqpar, grad_at_step;
+	bool small; /* small tensors at their own bytes (--small-tensors) */
 	const char *output;
 };
 
