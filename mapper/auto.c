@@ -422,6 +422,11 @@ static void dev_mark(struct mdev *d, const char *label, bool iteration)
 		trec_mark(d->rec, label);
 	if (d->mode == MDEV_AUTO && iteration && !d->planned)
 		dev_auto_mark(d);
+	if (!d->planned && iteration && d->rejected_cap) {
+		sa_mutex_lock(&d->lock);
+		dev_hold_fallback(d);
+		sa_mutex_unlock(&d->lock);
+	}
 	if (!d->planned || !iteration)
 		return;
 	sa_mutex_lock(&d->lock);

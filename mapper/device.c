@@ -85,7 +85,7 @@ static void dev_shrink(void *ctx, uint64_t va, uint64_t bytes, uint64_t over)
 
 	if (d->ss.capture)
 		return; /* no unmap while a graph is captured */
-	if (!d->planned && d->mode == MDEV_AUTO) {
+	if (!d->planned && (d->mode == MDEV_AUTO || d->rejected_cap)) {
 		/* auto mode's traced iterations: their peak is the job's */
 		dyn_release_some(&d->dyn, over, slot);
 		return;
@@ -170,6 +170,27 @@ void dev_plan_rejected(struct mdev *d, const char *path,
 }
 
 /*
+ * A plan rejected by its check leaves the device without a plan; but
+ * where the check saw an online policy reserve less than off mode on the
+ * trace (PyTorch's expandable segments: off mode's free blocks keep their
+ * memory mapped, and a held-out MoE rank whose plan was rejected reserved
+ * 82 MiB more than expandable segments), off mode is no fallback: the
+ * dynamic region then gives back its free blocks' memory before it maps
+ * new past the high water (the shrinker, dev_shrink()), as in plan mode,
+ * and the steady iterations hold the high water as a planned run does
+ * (dev_hold_fallback()): where that costs more than STALLOC_STEADY_CALLS
+ * driver calls an iteration, the high water may rise, up to that online
+ * policy's peak in the check.
+ */
+static void dev_rejected_cap(struct mdev *d, const struct stalloc_plan *p)
+{
+	if (!p->check_online || p->check_online >= p->check_off)
+		return;
+	d->rejected_cap = p->check_online;
+	d->hold.warmup = p->warmup;
+}
+
+/*
  * Plan mode: read STALLOC_PLAN and put the static pool at the start of the
  * space, the dynamic region after it.  A plan that cannot be used is
  * reported and the device goes on in off mode: a bad plan must never stop
@@ -190,6 +211,7 @@ static void dev_load_plan(struct mdev *d)
 	if (!err && !match_plan_pays(plan)) {
 		if (plan->check == STALLOC_CHECK_REJECT) {
 			dev_plan_rejected(d, path, plan);
+			dev_rejected_cap(d, plan);
 			sa_log(STALLOC_LOG_INFO,
 			       "runtime: device %d: %s was rejected by its "
 			       "check (replayed, it reserved %" PRIu64
@@ -449,12 +471,17 @@ void dev_warmup_done(struct mdev *d, unsigned int slot)
  * over the budget, the device keeps holding from then on, and one warning
  * says what the iterations spend if that is over four times the budget.
  */
-void dev_hold_iteration(struct mdev *d)
+/*
+ * At an iteration marker: what the iteration just ended spent holding the
+ * high water, and the floor raised for the next one if that was over the
+ * budget (above); @steady: the iteration was a steady one; @cap: the
+ * bound (0: none known, the floor never rises).
+ */
+static void hold_step(struct mdev *d, bool steady, uint64_t cap)
 {
-	const struct stalloc_plan *p = d->match.plan;
 	struct dev_hold *h = &d->hold;
 	uint64_t calls = 0, spent, shrunk = h->shrunk, over = h->over;
-	uint64_t top, cap;
+	uint64_t top;
 	struct vmm_stats vs;
 	bool tried = h->tried;
 	char why[96];
@@ -467,13 +494,8 @@ void dev_hold_iteration(struct mdev *d)
 	h->calls = calls;
 	h->shrunk = h->over = 0;
 	h->tried = false;
-	/* the first planned iteration maps the pool and trims the warm-up */
-	if (!p || d->match.marks < p->warmup + 3 || spent <= h->budget ||
-	    !shrunk || h->warned)
+	if (!steady || spent <= h->budget || !shrunk || h->warned)
 		return;
-	cap = p->check == STALLOC_CHECK_PASS ? p->check_online : 0;
-	if (cap && p->nr_dyn && p->check_planned < cap)
-		cap = p->check_planned + (cap - p->check_planned) / 2;
 	top = vs.phys_bytes_peak > h->floor ? vs.phys_bytes_peak : h->floor;
 	if (!tried && shrunk <= 2 * over && top < cap) {
 		h->floor = top + over < cap ? top + over : cap;
@@ -502,6 +524,29 @@ void dev_hold_iteration(struct mdev *d)
 	       " bytes to hold the high water at %" PRIu64
 	       " bytes (%s); STALLOC_MODE=off makes none",
 	       d->device, spent, shrunk, top, why);
+}
+
+void dev_hold_iteration(struct mdev *d)
+{
+	const struct stalloc_plan *p = d->match.plan;
+	uint64_t cap;
+
+	/* the first planned iteration maps the pool and trims the warm-up */
+	if (!p) {
+		hold_step(d, false, 0);
+		return;
+	}
+	cap = p->check == STALLOC_CHECK_PASS ? p->check_online : 0;
+	if (cap && p->nr_dyn && p->check_planned < cap)
+		cap = p->check_planned + (cap - p->check_planned) / 2;
+	hold_step(d, d->match.marks >= p->warmup + 3, cap);
+}
+
+/* The same for a rejected plan's fallback (dev_rejected_cap()). */
+void dev_hold_fallback(struct mdev *d)
+{
+	d->hold.marks++;
+	hold_step(d, d->hold.marks >= d->hold.warmup + 3, d->rejected_cap);
 }
 
 void stalloc_init(int device_count)

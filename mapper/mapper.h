@@ -234,6 +234,9 @@ enum mdev_mode { MDEV_OFF, MDEV_TRACE, MDEV_PLAN, MDEV_AUTO };
  * @floor: the shrink floor set so far (vmm_set_shrink_floor())
  * @tried: the floor was raised at the last marker
  * @warned: gave up: the calls cannot be bought off (warned once)
+ * @marks: iteration markers seen (a rejected plan's fallback: no matcher
+ *	counts them)
+ * @warmup: the rejected plan's iterations before its steady ones
  */
 struct dev_hold {
 	uint64_t budget;
@@ -243,6 +246,8 @@ struct dev_hold {
 	uint64_t floor;
 	bool tried;
 	bool warned;
+	uint64_t marks;
+	uint64_t warmup;
 };
 
 /**
@@ -280,6 +285,10 @@ struct dev_hold {
  * @plan_path: where the plan in use came from (introspection), or the
  *	plan its check rejected (@plan_rejected) and the two peaks
  * @plan_rejected: plan or auto mode was given a plan its check rejected
+ * @rejected_cap: plan mode, a rejected plan whose check saw an online
+ *	policy reserve less than off mode: that peak, the most the steady
+ *	iterations' high water may rise to save driver calls (0: none, the
+ *	device runs exactly as in off mode; device.c)
  * @next_id: the last trace ID handed out
  * @st: statistics, under @lock (@st.bad_frees stays zero)
  * @bad_frees: frees of unknown or mismatched pointers (atomic, no lock)
@@ -321,6 +330,7 @@ struct mdev {
 	bool auto_markerless;
 	bool auto_check;
 	bool plan_rejected;
+	uint64_t rejected_cap;
 	bool warm_trim;
 	uint64_t auto_snap;
 	char plan_path[4096];
@@ -402,6 +412,11 @@ void dev_warmup_done(struct mdev *d, unsigned int slot);
  * largest give-back, up to the least online peak in the plan's check.
  */
 void dev_hold_iteration(struct mdev *d);
+/*
+ * The same at an iteration marker of a device whose plan its check
+ * rejected (@rejected_cap set; device lock held).
+ */
+void dev_hold_fallback(struct mdev *d);
 
 /* stats.c: take the peak accounting (a new reserved peak was reached). */
 void dev_peak_take(struct mdev *d);

@@ -13,6 +13,7 @@
  */
 #include <sys/stat.h>
 
+#include "planner/planner.h"
 #include "tests/mapper-fixture.h"
 
 static void test_plan_mode(void **state)
@@ -786,6 +787,94 @@ static void test_plan_dropped_pool(void **state)
 	/* taken from the weights' 32 MB: the high water stays */
 	assert_true(b.reserved_peak <= a.reserved_peak + 2 * MB);
 	stalloc_free(x, 0, 0, NULL);
+	unlink(plan);
+	stalloc_set_log_level(old);
+}
+
+/*
+ * Off mode's fragmentation: sixteen blocks of 2 MiB, every other one
+ * freed, then eight of 4 MiB, which fit none of the holes.
+ */
+static void frag_once(int k)
+{
+	void *a[16], *b[8];
+	int j;
+
+	(void)k;
+	for (j = 0; j < 16; j++) {
+		a[j] = stalloc_malloc(2 * MB, 0, NULL);
+		assert_non_null(a[j]);
+	}
+	for (j = 0; j < 16; j += 2)
+		stalloc_free(a[j], 0, 0, NULL);
+	for (j = 0; j < 8; j++) {
+		b[j] = stalloc_malloc(4 * MB, 0, NULL);
+		assert_non_null(b[j]);
+	}
+	for (j = 0; j < 8; j++)
+		stalloc_free(b[j], 0, 0, NULL);
+	for (j = 1; j < 16; j += 2)
+		stalloc_free(a[j], 0, 0, NULL);
+}
+
+/* Run frag_once() six times in @mode (plan: with @plan) into *@st. */
+static void frag_run(const char *mode, const char *plan,
+		     struct stalloc_stats *st)
+{
+	int k;
+
+	setenv("STALLOC_MODE", mode, 1);
+	setenv("STALLOC_PLAN", plan, 1);
+	for (k = 0; k < 6; k++) {
+		stalloc_mark("iteration");
+		frag_once(k);
+	}
+	stalloc_stats(0, st);
+	stalloc_shutdown();
+}
+
+/* The plan of frag_once(), rewritten as rejected by a check with @online. */
+static void frag_rejected(char *plan, size_t len, uint64_t online)
+{
+	struct stalloc_plan_summary s;
+	struct stalloc_plan *p;
+
+	plan_from("frag", frag_once, NULL, plan, len, &s);
+	stalloc_shutdown();
+	assert_int_equal(stalloc_plan_read(plan, &p), 0);
+	p->check = STALLOC_CHECK_REJECT;
+	p->check_planned = 200 * MB;
+	p->check_off = 64 * MB;
+	p->check_online = online;
+	assert_int_equal(stalloc_plan_write(p, plan), 0);
+	stalloc_plan_free(p);
+}
+
+/*
+ * A plan its check rejected, where an online policy reserved less than
+ * off mode on the trace: the device does not run as in off mode, whose
+ * holes keep their memory (64 MiB at the peak: 16 in holes, 32 new for
+ * the 4 MiB blocks), but gives back the holes' chunks before it maps new
+ * past the high water: 48 MiB, what is live.  Where no online policy
+ * did better than off mode, it runs exactly as off mode.
+ */
+static void test_plan_rejected_fallback(void **state)
+{
+	enum stalloc_log_level old = stalloc_set_log_level(STALLOC_LOG_NONE);
+	struct stalloc_stats off, fb, same;
+	char plan[256];
+
+	(void)state;
+	frag_rejected(plan, sizeof(plan), 48 * MB);
+	frag_run("off", plan, &off);
+	frag_run("plan", plan, &fb);
+	assert_int_equal(off.reserved_peak, 64 * MB);
+	assert_true(fb.reserved_peak <= 48 * MB);
+	assert_int_equal(fb.plan_hits, 0);
+	frag_rejected(plan, sizeof(plan), 64 * MB);
+	frag_run("plan", plan, &same);
+	assert_int_equal(same.reserved_peak, off.reserved_peak);
+	assert_int_equal(same.driver_calls, off.driver_calls);
 	unlink(plan);
 	stalloc_set_log_level(old);
 }
@@ -2391,6 +2480,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_inserted_no_markers),
 		MAPPER_TEST(test_plan_other_workload),
 		MAPPER_TEST(test_plan_dropped_pool),
+		MAPPER_TEST(test_plan_rejected_fallback),
 		MAPPER_TEST(test_plan_odd_iteration),
 		MAPPER_TEST(test_plan_corrupt),
 		MAPPER_TEST(test_auto_mode),
