@@ -1224,6 +1224,7 @@ static bool match_place(struct matcher *m, uint64_t size, void *stream,
 	if (m->disabled || !sa_round_up(size, m->plan->align, &asize))
 		return false;
 	m->bytes = size;
+	m->since_mark++;
 	if (unlikely(m->syncing)) {
 		/* not a miss: the plan has not started yet */
 		if (!fits(m, 0, asize, false))
@@ -1314,6 +1315,7 @@ static bool next_iteration(struct matcher *m)
 
 	m->marks++;
 	m->cursor = 0;
+	m->since_mark = 0;
 	/*
 	 * The warm-up's last step comes before a planned iteration as the
 	 * planned iteration's last step does.
@@ -1485,6 +1487,26 @@ static bool warm_wrapped(const struct matcher *m, uint64_t asize)
 	return starts_iteration(m, asize);
 }
 
+/*
+ * With markers, has the warm-up's last iteration issued fewer requests
+ * than it did when recorded (less MATCH_AHEAD)?  Then it has not ended,
+ * whatever the count of prologue positions says: that count jumps when a
+ * persistent entry is matched, and a gradient bucket taken for the Adam
+ * state of its size, some 280 positions early, put it past the prologue
+ * 148 requests before the warm-up's end.  The next request was taken for
+ * the first planned iteration's start, the real one was then matched as
+ * the second, and the plan was dropped -- on the very trace it was made
+ * from (a held-out MoE rank with small tensors at their own bytes: the
+ * planner's check rejected the plan).
+ */
+static bool warm_short(const struct matcher *m)
+{
+	const struct stalloc_plan *p = m->plan;
+
+	return m->marked && p->warmstart < p->nr_prologue &&
+	       m->since_mark + MATCH_AHEAD < p->nr_prologue - p->warmstart;
+}
+
 static void missed_marker(struct matcher *m, uint64_t asize)
 {
 	const struct stalloc_plan *p = m->plan;
@@ -1497,7 +1519,8 @@ static void missed_marker(struct matcher *m, uint64_t asize)
 	 * else before it (a block allocated between the steps) is no start.
 	 */
 	if (m->marks == p->warmup ?
-		    m->pro_pos < p->nr_prologue || !warm_wrapped(m, asize) :
+		    m->pro_pos < p->nr_prologue || warm_short(m) ||
+			    !warm_wrapped(m, asize) :
 		    !wrapped(m, asize))
 		return;
 	m->implicit = true;

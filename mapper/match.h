@@ -178,6 +178,7 @@ struct matcher {
 	bool implicit;
 	uint32_t probe_seen;
 	uint32_t probe_misses;
+	uint32_t since_mark; /* requests since the iteration began */
 	bool standby;
 	uint32_t steps;
 };
