@@ -155,9 +155,31 @@ void dev_release(struct mdev *d, unsigned int slot, bool may_sync)
 }
 
 /*
+ * A plan rejected by its check leaves the device without a plan, but off
+ * mode is no fallback: its free blocks keep their memory mapped, where
+ * PyTorch's expandable segments map what is live (two held-out MoE ranks
+ * whose plans were rejected reserved 82 and 24 MiB more than expandable
+ * segments; on the second, off mode had been the least online policy on
+ * the trace the plan was made from).  The dynamic region gives back its
+ * free blocks' memory before it maps new past the high water (the
+ * shrinker, dev_shrink()), as in plan mode, and the steady iterations hold
+ * the high water as a planned run does (dev_hold_fallback()): where that
+ * costs more than STALLOC_STEADY_CALLS driver calls an iteration, the high
+ * water may rise, up to the least an online policy reserved in the check.
+ */
+static void dev_rejected_cap(struct mdev *d, const struct stalloc_plan *p)
+{
+	if (!p->check_online)
+		return;
+	d->rejected_cap = p->check_online;
+	d->hold.warmup = p->warmup;
+}
+
+/*
  * @plan, read from or written to @path, was rejected by its check: say so
- * to the control socket (stallocctl plan).  Device lock held, or the
- * device not yet published.
+ * to the control socket (stallocctl plan), and fall back as
+ * dev_rejected_cap() says.  Device lock held, or the device not yet
+ * published.
  */
 void dev_plan_rejected(struct mdev *d, const char *path,
 		       const struct stalloc_plan *plan)
@@ -167,27 +189,7 @@ void dev_plan_rejected(struct mdev *d, const char *path,
 		 " bytes reserved with it, %" PRIu64 " in off mode)",
 		 path, plan->check_planned, plan->check_off);
 	d->plan_rejected = true;
-}
-
-/*
- * A plan rejected by its check leaves the device without a plan; but
- * where the check saw an online policy reserve less than off mode on the
- * trace (PyTorch's expandable segments: off mode's free blocks keep their
- * memory mapped, and a held-out MoE rank whose plan was rejected reserved
- * 82 MiB more than expandable segments), off mode is no fallback: the
- * dynamic region then gives back its free blocks' memory before it maps
- * new past the high water (the shrinker, dev_shrink()), as in plan mode,
- * and the steady iterations hold the high water as a planned run does
- * (dev_hold_fallback()): where that costs more than STALLOC_STEADY_CALLS
- * driver calls an iteration, the high water may rise, up to that online
- * policy's peak in the check.
- */
-static void dev_rejected_cap(struct mdev *d, const struct stalloc_plan *p)
-{
-	if (!p->check_online || p->check_online >= p->check_off)
-		return;
-	d->rejected_cap = p->check_online;
-	d->hold.warmup = p->warmup;
+	dev_rejected_cap(d, plan);
 }
 
 /*
@@ -211,7 +213,6 @@ static void dev_load_plan(struct mdev *d)
 	if (!err && !match_plan_pays(plan)) {
 		if (plan->check == STALLOC_CHECK_REJECT) {
 			dev_plan_rejected(d, path, plan);
-			dev_rejected_cap(d, plan);
 			sa_log(STALLOC_LOG_INFO,
 			       "runtime: device %d: %s was rejected by its "
 			       "check (replayed, it reserved %" PRIu64

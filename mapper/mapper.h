@@ -285,10 +285,9 @@ struct dev_hold {
  * @plan_path: where the plan in use came from (introspection), or the
  *	plan its check rejected (@plan_rejected) and the two peaks
  * @plan_rejected: plan or auto mode was given a plan its check rejected
- * @rejected_cap: plan mode, a rejected plan whose check saw an online
- *	policy reserve less than off mode: that peak, the most the steady
- *	iterations' high water may rise to save driver calls (0: none, the
- *	device runs exactly as in off mode; device.c)
+ * @rejected_cap: plan mode, a rejected plan: the least an online policy
+ *	reserved in its check, the most the steady iterations' high water may
+ *	rise to save driver calls (0: no plan rejected; device.c)
  * @next_id: the last trace ID handed out
  * @st: statistics, under @lock (@st.bad_frees stays zero)
  * @bad_frees: frees of unknown or mismatched pointers (atomic, no lock)

@@ -851,17 +851,16 @@ static void frag_rejected(char *plan, size_t len, uint64_t online)
 }
 
 /*
- * A plan its check rejected, where an online policy reserved less than
- * off mode on the trace: the device does not run as in off mode, whose
- * holes keep their memory (64 MiB at the peak: 16 in holes, 32 new for
- * the 4 MiB blocks), but gives back the holes' chunks before it maps new
- * past the high water: 48 MiB, what is live.  Where no online policy
- * did better than off mode, it runs exactly as off mode.
+ * A plan its check rejected: the device does not run as in off mode,
+ * whose holes keep their memory (64 MiB at the peak: 16 in holes, 32 new
+ * for the 4 MiB blocks), but gives back the holes' chunks before it maps
+ * new past the high water: 48 MiB, what is live -- also where off mode was
+ * the least online policy in the check (another run fragments otherwise).
  */
 static void test_plan_rejected_fallback(void **state)
 {
 	enum stalloc_log_level old = stalloc_set_log_level(STALLOC_LOG_NONE);
-	struct stalloc_stats off, fb, same;
+	struct stalloc_stats off, fb, fb_off;
 	char plan[256];
 
 	(void)state;
@@ -872,9 +871,9 @@ static void test_plan_rejected_fallback(void **state)
 	assert_true(fb.reserved_peak <= 48 * MB);
 	assert_int_equal(fb.plan_hits, 0);
 	frag_rejected(plan, sizeof(plan), 64 * MB);
-	frag_run("plan", plan, &same);
-	assert_int_equal(same.reserved_peak, off.reserved_peak);
-	assert_int_equal(same.driver_calls, off.driver_calls);
+	frag_run("plan", plan, &fb_off);
+	assert_true(fb_off.reserved_peak <= 48 * MB);
+	assert_int_equal(fb_off.plan_hits, 0);
 	unlink(plan);
 	stalloc_set_log_level(old);
 }
