@@ -859,7 +859,11 @@ static void ed_pool(char *t)
 	set_line(l, buf);
 }
 
-static void ed_offset(char *t)
+/*
+ * Rewrite the fourth entry of @t: its offset far outside any pool
+ * (@far_off), its request bytes one more than its size (@bad_req).
+ */
+static void edit_entry(char *t, bool far_off, bool bad_req)
 {
 	char *l = entry_line(t, 3);
 	unsigned long pos, size, off, st, en, req;
@@ -869,8 +873,14 @@ static void ed_offset(char *t)
 				&size, &off, &st, &en, &req),
 			 7);
 	snprintf(nth_entry, sizeof(nth_entry), "e %c %lu %lu %lu %lu %lu %lu",
-		 cls, pos, size, 1UL << 50, st, en, req);
+		 cls, pos, size, far_off ? 1UL << 50 : off, st, en,
+		 bad_req ? size + 1 : req);
 	set_line(l, nth_entry);
+}
+
+static void ed_offset(char *t)
+{
+	edit_entry(t, true, false);
 }
 
 /* Move a static entry onto the offset of one it meets in time. */
@@ -991,16 +1001,7 @@ static void ed_check_online(char *t)
 /* An entry whose request bytes do not round up to its size. */
 static void ed_req(char *t)
 {
-	char *l = entry_line(t, 3);
-	unsigned long pos, size, off, st, en, req;
-	char cls;
-
-	assert_int_equal(sscanf(l, "e %c %lu %lu %lu %lu %lu %lu", &cls, &pos,
-				&size, &off, &st, &en, &req),
-			 7);
-	snprintf(nth_entry, sizeof(nth_entry), "e %c %lu %lu %lu %lu %lu %lu",
-		 cls, pos, size, off, st, en, size + 1);
-	set_line(l, nth_entry);
+	edit_entry(t, false, true);
 }
 
 /* A dynamic position whose request bytes are above its sizes. */
