@@ -61,7 +61,8 @@ static int parse_mode(enum mdev_mode *m)
  * iteration without dynamic requests makes no driver call.  Off mode
  * keeps its free memory cached (trimmed only past STALLOC_CACHE_LIMIT or
  * out of memory): unmapping there would cost driver calls and host waits
- * in every iteration.  Before its unmaps a shrink waits on the host for
+ * in every iteration -- but not where a plan was rejected: off mode is no
+ * fallback for it (dev_rejected_cap()).  Before its unmaps a shrink waits on the host for
  * the streams that last used the memory, never for the whole device
  * (ss_settle(): the requesting stream's work so far, or another stream's
  * checkpoint; memory that cannot be waited for so stays mapped, and is
@@ -86,7 +87,10 @@ static void dev_shrink(void *ctx, uint64_t va, uint64_t bytes, uint64_t over)
 	if (d->ss.capture)
 		return; /* no unmap while a graph is captured */
 	if (!d->planned && (d->mode == MDEV_AUTO || d->rejected_cap)) {
-		/* auto mode's traced iterations: their peak is the job's */
+		/*
+		 * auto mode's traced iterations (their peak is the job's),
+		 * and a device whose plan was rejected (dev_rejected_cap())
+		 */
 		dyn_release_some(&d->dyn, over, slot);
 		return;
 	}

@@ -285,7 +285,7 @@ struct dev_hold {
  * @plan_path: where the plan in use came from (introspection), or the
  *	plan its check rejected (@plan_rejected) and the two peaks
  * @plan_rejected: plan or auto mode was given a plan its check rejected
- * @rejected_cap: plan mode, a rejected plan: the least an online policy
+ * @rejected_cap: plan or auto mode, a rejected plan: the least an online policy
  *	reserved in its check, the most the steady iterations' high water may
  *	rise to save driver calls (0: no plan rejected; device.c)
  * @next_id: the last trace ID handed out
