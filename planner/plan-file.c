@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * planner/plan-file.c - write, read and validate plan files (format v1)
+ * planner/plan-file.c - write, read and validate plan files (format v5;
+ * versions 1 to 4 still read)
  *
  * A plan file is text, one record per line, ending with a CRC-32 (zlib) of
  * every byte before the checksum line.  The reader checks the checksum
