@@ -78,6 +78,14 @@ static int parse_mode(enum mdev_mode *m)
  * it) -- the suite's auto line went from 32 losses to an online policy in
  * 65 workloads to 9.  Device lock held (every mapping is made under it).
  */
+/* What a shrink gave back, for the steady iterations' hold. */
+static void hold_note(struct mdev *d, uint64_t got, uint64_t over)
+{
+	d->hold.shrunk += got;
+	if (over > d->hold.over)
+		d->hold.over = over;
+}
+
 static void dev_shrink(void *ctx, uint64_t va, uint64_t bytes, uint64_t over)
 {
 	struct mdev *d = ctx;
@@ -86,11 +94,13 @@ static void dev_shrink(void *ctx, uint64_t va, uint64_t bytes, uint64_t over)
 
 	if (d->ss.capture)
 		return; /* no unmap while a graph is captured */
-	if (!d->planned && (d->mode == MDEV_AUTO || d->rejected_cap)) {
-		/*
-		 * auto mode's traced iterations (their peak is the job's),
-		 * and a device whose plan was rejected (dev_rejected_cap())
-		 */
+	if (!d->planned && d->rejected_cap) {
+		/* a rejected plan's fallback, held (dev_rejected_cap()) */
+		hold_note(d, dyn_release_some(&d->dyn, over, slot), over);
+		return;
+	}
+	if (!d->planned && d->mode == MDEV_AUTO) {
+		/* auto mode's traced iterations: their peak is the job's */
 		dyn_release_some(&d->dyn, over, slot);
 		return;
 	}
@@ -105,9 +115,7 @@ static void dev_shrink(void *ctx, uint64_t va, uint64_t bytes, uint64_t over)
 	if (got < over && !d->match.disabled &&
 	    (!match_owns(&d->match, va) || dyn_used_bytes(&d->dyn)))
 		got += match_lend(&d->match, va, bytes, over - got, slot);
-	d->hold.shrunk += got;
-	if (over > d->hold.over)
-		d->hold.over = over;
+	hold_note(d, got, over);
 }
 
 static int dev_open_vmm(struct mdev *d)
@@ -221,7 +229,8 @@ static void dev_load_plan(struct mdev *d)
 			       "runtime: device %d: %s was rejected by its "
 			       "check (replayed, it reserved %" PRIu64
 			       " bytes, off mode %" PRIu64
-			       "): running as in off mode",
+			       "): running without it, free memory given "
+			       "back before new is mapped",
 			       d->device, path, plan->check_planned,
 			       plan->check_off);
 		} else
