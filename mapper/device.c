@@ -49,6 +49,14 @@ static int parse_mode(enum mdev_mode *m)
 	return err;
 }
 
+/* What a shrink gave back, for the steady iterations' hold. */
+static void hold_note(struct mdev *d, uint64_t got, uint64_t over)
+{
+	d->hold.shrunk += got;
+	if (over > d->hold.over)
+		d->hold.over = over;
+}
+
 /*
  * The vmm's shrinker, in plan mode: mapping [va, va + bytes) would raise
  * the physical high water by @over bytes.  Idle memory is unmapped first,
@@ -62,30 +70,22 @@ static int parse_mode(enum mdev_mode *m)
  * keeps its free memory cached (trimmed only past STALLOC_CACHE_LIMIT or
  * out of memory): unmapping there would cost driver calls and host waits
  * in every iteration -- but not where a plan was rejected: off mode is no
- * fallback for it (dev_rejected_cap()).  Before its unmaps a shrink waits on the host for
- * the streams that last used the memory, never for the whole device
- * (ss_settle(): the requesting stream's work so far, or another stream's
- * checkpoint; memory that cannot be waited for so stays mapped, and is
- * not lent); STALLOC_LEND=0 registers no shrinker.  A plan dropped as
- * another workload's leaves the blocks live in its pool there until they
- * are freed; what they leave idle is unmapped before anything else (it
- * stood beside off mode's memory for good: an MoE rank planned from
- * another routing held 328 MiB of it at its peak, 332 MiB over off mode),
- * then the dynamic region shrinks as in plan mode, under the same hold
+ * fallback for it (dev_rejected_cap()).  Before its unmaps a shrink waits
+ * on the host for the streams that last used the memory, never for the
+ * whole device (ss_settle(): the requesting stream's work so far, or
+ * another stream's checkpoint; memory that cannot be waited for so stays
+ * mapped, and is not lent); STALLOC_LEND=0 registers no shrinker.  A plan
+ * dropped as another workload's leaves the blocks live in its pool there
+ * until they are freed; what they leave idle is unmapped before anything
+ * else (it stood beside off mode's memory for good: an MoE rank planned
+ * from another routing held 328 MiB of it at its peak, 332 MiB over off
+ * mode), then the dynamic region shrinks as in plan mode, under the same hold
  * (dev_hold_iteration()).  Auto mode's traced iterations shrink the
  * dynamic region too: they run as off mode, but only a few of them, and
  * their peak is the job's (the plan switched to after them cannot lower
  * it) -- the suite's auto line went from 32 losses to an online policy in
  * 65 workloads to 9.  Device lock held (every mapping is made under it).
  */
-/* What a shrink gave back, for the steady iterations' hold. */
-static void hold_note(struct mdev *d, uint64_t got, uint64_t over)
-{
-	d->hold.shrunk += got;
-	if (over > d->hold.over)
-		d->hold.over = over;
-}
-
 static void dev_shrink(void *ctx, uint64_t va, uint64_t bytes, uint64_t over)
 {
 	struct mdev *d = ctx;
@@ -484,12 +484,10 @@ void dev_warmup_done(struct mdev *d, unsigned int slot)
  * bound already, or a rise was tried and the next iteration still spent
  * over the budget, the device keeps holding from then on, and one warning
  * says what the iterations spend if that is over four times the budget.
- */
-/*
- * At an iteration marker: what the iteration just ended spent holding the
- * high water, and the floor raised for the next one if that was over the
- * budget (above); @steady: the iteration was a steady one; @cap: the
- * bound (0: none known, the floor never rises).
+ *
+ * hold_step() does it at an iteration marker for the iteration just ended:
+ * @steady, it was a steady one; @cap, the bound (0: none known, the floor
+ * never rises).
  */
 static void hold_step(struct mdev *d, bool steady, uint64_t cap)
 {
