@@ -445,7 +445,7 @@ def measure(w, build, tmp, gran):
             "requests", "lower_bound", "peak", "gap", "plan_ms",
             "iterations", "steady_iterations", "iteration_source",
             "period_events", "check", "check_planned", "check_off",
-            "check_online", "check_ms")}
+            "check_online", "check_fallback", "check_ms")}
         res["replay"] = {}
         for pol in POLICIES:
             r = replay(build, pol, rtrace, pfile, gran)

@@ -15,6 +15,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/*
+ * STALLOC_STEADY_CALLS's default: about a millisecond of driver work (the
+ * runtime's steady budget; the plan's check weighs calls against it).
+ */
+#define SA_STEADY_CALLS_DEFAULT 16
+
 enum sa_opt {
 	SA_OPT_MODE,
 	SA_OPT_TRACE,

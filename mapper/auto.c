@@ -184,10 +184,14 @@ static void auto_check(struct mdev *d, struct stalloc_plan *p, bool markerless)
 						STALLOC_LOG_WARN,
 	       "runtime: device %d: auto mode's plan %s, replayed on its "
 	       "trace, reserves %" PRIu64
-	       " bytes at the peak, off mode %" PRIu64 ": %s",
-	       d->device, path, c.planned, c.off,
-	       p->check == STALLOC_CHECK_PASS ? "using it" :
-						"going on in off mode");
+	       " bytes at the peak, off mode %" PRIu64
+	       ", the fallback for a rejected plan %" PRIu64
+	       " (0: not measured): %s",
+	       d->device, path, c.planned, c.off, c.fallback,
+	       p->check == STALLOC_CHECK_PASS ?
+		       "using it" :
+		       "going on without it, free memory given back before "
+		       "new is mapped");
 }
 
 /* Auto mode's plan was rejected by its check (device lock held). */

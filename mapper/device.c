@@ -126,7 +126,7 @@ static int dev_open_vmm(struct mdev *d)
 
 	err = sa_opt_size(SA_OPT_CACHE_LIMIT, 0, &d->cache_limit) ?:
 		      sa_opt_bool(SA_OPT_LEND, &lend)		  ?:
-		      sa_opt_size(SA_OPT_STEADY_CALLS, HOLD_CALLS_DEFAULT,
+		      sa_opt_size(SA_OPT_STEADY_CALLS, SA_STEADY_CALLS_DEFAULT,
 				  &d->hold.budget);
 	if (err)
 		return err;
@@ -196,10 +196,15 @@ static void dev_rejected_cap(struct mdev *d, const struct stalloc_plan *p)
 void dev_plan_rejected(struct mdev *d, const char *path,
 		       const struct stalloc_plan *plan)
 {
+	char fb[64] = "";
+
+	if (plan->check_fallback)
+		snprintf(fb, sizeof(fb), ", %" PRIu64 " in this fallback",
+			 plan->check_fallback);
 	snprintf(d->plan_path, sizeof(d->plan_path),
 		 "%.3900s (replayed on its trace: %" PRIu64
-		 " bytes reserved with it, %" PRIu64 " in off mode)",
-		 path, plan->check_planned, plan->check_off);
+		 " bytes reserved with it, %" PRIu64 " in off mode%s)",
+		 path, plan->check_planned, plan->check_off, fb);
 	d->plan_rejected = true;
 	dev_rejected_cap(d, plan);
 }
@@ -229,10 +234,11 @@ static void dev_load_plan(struct mdev *d)
 			       "runtime: device %d: %s was rejected by its "
 			       "check (replayed, it reserved %" PRIu64
 			       " bytes, off mode %" PRIu64
-			       "): running without it, free memory given "
-			       "back before new is mapped",
+			       ", this fallback %" PRIu64
+			       " (0: not measured)): running without it, free "
+			       "memory given back before new is mapped",
 			       d->device, path, plan->check_planned,
-			       plan->check_off);
+			       plan->check_off, plan->check_fallback);
 		} else
 			sa_log(STALLOC_LOG_INFO,
 			       "runtime: device %d: %s plans no steady "

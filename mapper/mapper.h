@@ -220,8 +220,6 @@ void slab_destroy(struct slab_cache *sc);
 /* ------------------------------------------------------------- devices */
 
 #define MAPPER_MAX_DEVICES 64
-/* STALLOC_STEADY_CALLS's default: about a millisecond of driver work. */
-#define HOLD_CALLS_DEFAULT 16
 
 enum mdev_mode { MDEV_OFF, MDEV_TRACE, MDEV_PLAN, MDEV_AUTO };
 

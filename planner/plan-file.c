@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * planner/plan-file.c - write, read and validate plan files (format v5;
- * versions 1 to 4 still read)
+ * planner/plan-file.c - write, read and validate plan files (format v6;
+ * versions 1 to 5 still read)
  *
  * A plan file is text, one record per line, ending with a CRC-32 (zlib) of
  * every byte before the checksum line.  The reader checks the checksum
@@ -37,7 +37,7 @@
  * no request bytes; all still read.  Version 5 always has a stride line
  * (1 step: "stride 1 0") and each entry's request bytes.
  */
-#define PLAN_VERSION 5
+#define PLAN_VERSION 6
 #define PLAN_MAX_STRIDE 2
 
 /* ---------------------------------------------------------------- write */
@@ -106,9 +106,10 @@ static void emit(const struct stalloc_plan *p, struct sbuf *b)
 		  p->nr_positions, p->nr_prologue, p->warmup, p->warmstart);
 	sb_printf(b, "stride %u %u\n", p->stride > 1 ? p->stride : 1,
 		  p->stride > 1 ? p->stride_pos : 0);
-	sb_printf(b, "check %s %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+	sb_printf(b,
+		  "check %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
 		  check_names[p->check], p->check_planned, p->check_off,
-		  p->check_online);
+		  p->check_online, p->check_fallback);
 	sb_printf(b, "entries %zu\n", p->nr_ent);
 	for (i = 0; i < p->nr_ent; i++) {
 		const struct plan_entry *e = &p->ent[i];
@@ -317,16 +318,24 @@ static int read_stride(struct cursor *c, struct stalloc_plan *p,
 	return 0;
 }
 
-/* "check STATE PLANNED OFF" (version 3 on; earlier files: not checked) */
-static int read_check(struct cursor *c, struct stalloc_plan *p)
+/*
+ * "check STATE PLANNED OFF [ONLINE]" (version 3 on; earlier files: not
+ * checked); version 6 on, "check STATE PLANNED OFF ONLINE FALLBACK".
+ */
+static int read_check(struct cursor *c, struct stalloc_plan *p,
+		      uint64_t version)
 {
-	int k;
+	int k, most = version > 5 ? 6 : 5;
 
 	if (!next_line(c))
 		return cur_err(c, "file ends before \"check\"");
-	if (c->nr < 4 || c->nr > 5 || strcmp(c->f[0], "check") != 0)
-		return cur_err(c,
-			       "expected \"check STATE PLANNED OFF [ONLINE]\"");
+	if (c->nr < 4 || c->nr > most || (version > 5 && c->nr != 6) ||
+	    strcmp(c->f[0], "check") != 0)
+		return version > 5 ? cur_err(c, "expected \"check STATE "
+						"PLANNED OFF ONLINE "
+						"FALLBACK\"") :
+				     cur_err(c, "expected \"check STATE "
+						"PLANNED OFF [ONLINE]\"");
 	for (k = 0; k < (int)ARRAY_SIZE(check_names); k++)
 		if (!strcmp(c->f[1], check_names[k]))
 			break;
@@ -339,11 +348,15 @@ static int read_check(struct cursor *c, struct stalloc_plan *p)
 		return cur_err(c, "check bytes \"%s %s\" are not numbers",
 			       c->f[2], c->f[3]);
 	p->check_online = p->check_off; /* written before it was recorded */
-	if (c->nr == 5 && !num(c->f[4], &p->check_online))
+	if (c->nr >= 5 && !num(c->f[4], &p->check_online))
 		return cur_err(c, "check bytes \"%s\" are not a number",
 			       c->f[4]);
-	if (k == STALLOC_CHECK_NONE &&
-	    (p->check_planned || p->check_off || p->check_online))
+	p->check_fallback = 0; /* not measured before version 6 */
+	if (c->nr == 6 && !num(c->f[5], &p->check_fallback))
+		return cur_err(c, "check bytes \"%s\" are not a number",
+			       c->f[5]);
+	if (k == STALLOC_CHECK_NONE && (p->check_planned || p->check_off ||
+					p->check_online || p->check_fallback))
 		return cur_err(c, "an unchecked plan has no check bytes");
 	if (p->check_online > p->check_off)
 		return cur_err(c,
@@ -506,7 +519,7 @@ static int parse_counts(struct cursor *c, struct stalloc_plan *p,
 	err = version > 3 ? read_stride(c, p, version) : 0;
 	if (err)
 		return err;
-	err = version > 2 ? read_check(c, p) : 0;
+	err = version > 2 ? read_check(c, p, version) : 0;
 	if (err)
 		return err;
 	err = keyval(c, "entries", nent);
@@ -583,6 +596,7 @@ static void summarise_read(struct stalloc_plan *p)
 	p->sum.check_planned = p->check_planned;
 	p->sum.check_off = p->check_off;
 	p->sum.check_online = p->check_online;
+	p->sum.check_fallback = p->check_fallback;
 	p->sum.stride = p->stride > 1 ? p->stride : 1;
 }
 

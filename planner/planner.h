@@ -146,6 +146,7 @@ struct stalloc_plan {
 	uint64_t check_planned; /* peak reserved replaying with the plan */
 	uint64_t check_off; /* the same in off mode */
 	uint64_t check_online; /* the least of off and the caching models */
+	uint64_t check_fallback; /* the same under a rejected plan's fallback */
 	struct plan_entry *ent;
 	size_t nr_ent;
 	struct plan_dyn *dyn;

@@ -14,7 +14,7 @@ PLAN="$O/stalloc-plan"
 W="$SHARED/workloads"
 . tests/tap.sh
 
-echo "1..39"
+echo "1..46"
 expect 0 "--help" "$PLAN" --help
 expect 2 "no input" "$PLAN"
 expect 2 "unknown option" "$PLAN" --frobnicate x
@@ -54,7 +54,7 @@ assert j["lower_bound"] == (j["live_peak"] + j["align_bytes"] +
                             j["model_bytes"])
 PY
 ok $? "JSON has every field, 4 iterations, no dynamic request"
-head -n 1 "$tmp/d.plan" | grep -q "^stalloc-plan 5$"
+head -n 1 "$tmp/d.plan" | grep -q "^stalloc-plan 6$"
 ok $? "-o writes a plan file"
 python3 tests/check-plan.py "$tmp/d.csv" >"$tmp/chk"
 ok $? "the dense plan passes the independent overlap check"
@@ -90,24 +90,32 @@ j = json.load(open(sys.argv[1]))
 assert j["check"] == "pass", j["check"]
 assert 0 < j["check_planned"] <= j["check_off"] + (2 << 20), j
 assert j["check_ms"] > 0
+# replayed under the fallback too, which did not do as well on both
+assert j["check_fallback"] > 0, j
+assert (j["check_fallback"] > j["check_planned"] or
+        j["check_fallback_calls"] > j["check_planned_calls"]), j
 PY
-ok $? "the dense plan passes its check (JSON: planned within a chunk of off)"
-grep -q "^check pass [0-9]* [0-9]* [0-9]*$" "$tmp/d.plan"
+ok $? "the dense plan passes its check (JSON: planned within a chunk of off, the fallback no better)"
+grep -q "^check pass [0-9]* [0-9]* [0-9]* [0-9]*$" "$tmp/d.plan"
 ok $? "the plan file records the check"
 expect 0 "--no-check" "$PLAN" --no-check -o "$tmp/n.plan" \
 	"$W/cpu-torch/gpt-dense.trace"
-grep -q "^check none 0 0 0$" "$tmp/n.plan"
+grep -q "^check none 0 0 0 0$" "$tmp/n.plan"
 ok $? "--no-check leaves the plan unchecked"
 expect 2 "a granularity that is not a power of two" "$PLAN" \
 	--granularity 3M "$W/cpu-torch/gpt-dense.trace"
 cat >"$tmp/fake-replay" <<'SH'
 #!/bin/sh
-# stands in for stalloc-replay: plan mode reserves FAKE_PLANNED, off
-# mode FAKE_OFF, the expandable-segments model FAKE_EXP (else FAKE_OFF);
-# fails on FAKE_FAIL or on any STALLOC_* variable
-pol=
+# stands in for stalloc-replay: plan mode reserves FAKE_PLANNED with
+# FAKE_CALLS driver calls in the last iteration (else 0), off mode
+# FAKE_OFF, the expandable-segments model FAKE_EXP (else FAKE_OFF), a plan
+# marked rejected (the fallback) FAKE_FALLBACK (else FAKE_OFF) with
+# FAKE_FB_CALLS calls (else 100); fails on FAKE_FAIL or on any STALLOC_*
+# variable
+pol= plan= calls=${FAKE_CALLS:-0}
 while [ $# -gt 0 ]; do
 	[ "$1" = --policy ] && pol=$2
+	[ "$1" = --plan ] && plan=$2
 	shift
 done
 if env | grep -v '^STALLOC_CTL=0$' | grep -q '^STALLOC_\|^LD_PRELOAD='; then
@@ -120,12 +128,16 @@ if [ -n "${FAKE_FAIL:-}" ]; then
 fi
 [ "$pol" = stalloc ] && r=$FAKE_PLANNED || r=$FAKE_OFF
 [ "$pol" = expandable ] && r=${FAKE_EXP:-$FAKE_OFF}
+if [ "$pol" = stalloc ] && grep -q '^check reject ' "$plan"; then
+	r=${FAKE_FALLBACK:-$FAKE_OFF}
+	calls=${FAKE_FB_CALLS:-100}
+fi
 if [ "$pol" = stalloc ] && [ -n "${FAKE_DROP:-}" ]; then
 	# as stalloc-replay does: the report, then exit 2
-	echo "{\"peak_reserved_bytes\": $r, \"plan_misses\": 7, \"plan_dropped\": true}"
+	echo "{\"peak_reserved_bytes\": $r, \"driver_calls\": $calls, \"iteration_driver_calls\": $calls, \"plan_misses\": 7, \"plan_dropped\": true}"
 	exit 2
 fi
-echo "{\"peak_reserved_bytes\": $r, \"plan_misses\": 7, \"plan_dropped\": false}"
+echo "{\"peak_reserved_bytes\": $r, \"driver_calls\": $calls, \"iteration_driver_calls\": $calls, \"plan_misses\": 7, \"plan_dropped\": false}"
 SH
 chmod +x "$tmp/fake-replay"
 fake() {
@@ -135,27 +147,56 @@ fake() {
 expect 0 "a plan one chunk and a byte above off mode" \
 	fake env FAKE_PLANNED=102760449 FAKE_OFF=100663296 \
 	"$PLAN" -o "$tmp/r.plan" "$W/cpu-torch/gpt-dense.trace"
-grep -q "^check reject 102760449 100663296 100663296$" "$tmp/r.plan" &&
-	grep -q "rejected, the runtime will run as in off mode" "$tmp/out"
+
+grep -q "^check reject 102760449 100663296 100663296 0$" "$tmp/r.plan" &&
+	grep -q "rejected, the runtime will run its fallback" "$tmp/out"
 ok $? "is rejected (and no STALLOC_* variable reached the replays)"
 expect 0 "a plan exactly one chunk above off mode" \
 	fake env FAKE_PLANNED=102760448 FAKE_OFF=100663296 FAKE_EXP=99614720 \
 	"$PLAN" -o "$tmp/p.plan" "$W/cpu-torch/gpt-dense.trace"
-grep -q "^check pass 102760448 100663296 99614720$" "$tmp/p.plan"
+grep -q "^check pass 102760448 100663296 99614720 100663296$" "$tmp/p.plan"
 ok $? "passes, with the least online peak (expandable segments' here)"
+# the fallback for a rejected plan (off mode giving free memory back) is
+# what the job gets without the plan: a plan no better than it in memory
+# nor in driver calls does not pay for itself
+expect 0 "a plan whose fallback reserves as little, with fewer calls" \
+	fake env FAKE_PLANNED=100663296 FAKE_OFF=100663296 \
+	FAKE_FALLBACK=100663296 FAKE_CALLS=90 FAKE_FB_CALLS=60 \
+	"$PLAN" -o "$tmp/fb.plan" "$W/cpu-torch/gpt-dense.trace"
+grep -q "^check reject 100663296 100663296 100663296 100663296$" \
+	"$tmp/fb.plan" && grep -q "60 driver calls without the plan, 90 with it: no worse on either" "$tmp/out"
+ok $? "is rejected, the fallback's peak recorded"
+expect 0 "a plan whose fallback reserves less, with more calls" \
+	fake env FAKE_PLANNED=100663296 FAKE_OFF=100663296 \
+	FAKE_FALLBACK=98566144 FAKE_CALLS=0 FAKE_FB_CALLS=60 \
+	"$PLAN" -o "$tmp/fc.plan" "$W/cpu-torch/gpt-dense.trace"
+grep -q "^check pass 100663296 100663296 100663296 98566144$" "$tmp/fc.plan"
+ok $? "passes: no driver call to save a chunk is the plan's to keep"
+expect 0 "a plan past the steady budget whose fallback reserves less" \
+	fake env FAKE_PLANNED=100663296 FAKE_OFF=100663296 \
+	FAKE_FALLBACK=98566144 FAKE_CALLS=17 FAKE_FB_CALLS=600 \
+	"$PLAN" -o "$tmp/fd.plan" "$W/cpu-torch/gpt-dense.trace"
+grep -q "^check reject 100663296 100663296 100663296 98566144$" "$tmp/fd.plan"
+ok $? "is rejected: it has no quiet steps to keep (STALLOC_STEADY_CALLS 16)"
+STALLOC_STEADY_CALLS=17 fake env FAKE_PLANNED=100663296 FAKE_OFF=100663296 \
+	FAKE_FALLBACK=98566144 FAKE_CALLS=17 FAKE_FB_CALLS=600 \
+	"$PLAN" -o "$tmp/fe.plan" "$W/cpu-torch/gpt-dense.trace" >/dev/null &&
+	grep -q "^check pass 100663296 100663296 100663296 98566144$" \
+		"$tmp/fe.plan"
+ok $? "passes with a budget of 17 (the planner's STALLOC_STEADY_CALLS)"
 expect 0 "a plan the runtime drops on its own trace" \
 	fake env FAKE_DROP=1 FAKE_PLANNED=100663296 FAKE_OFF=100663296 \
 	"$PLAN" -o "$tmp/dr.plan" "$W/cpu-torch/gpt-dense.trace"
-grep -q "^check reject 100663296 100663296 100663296$" "$tmp/dr.plan"
+grep -q "^check reject 100663296 100663296 100663296 0$" "$tmp/dr.plan"
 ok $? "is rejected, though no larger"
 expect 0 "a replay that fails" fake env FAKE_FAIL=1 FAKE_PLANNED=1 \
 	FAKE_OFF=1 "$PLAN" -o "$tmp/f.plan" "$W/cpu-torch/gpt-dense.trace"
-grep -q "^check none 0 0 0$" "$tmp/f.plan" &&
+grep -q "^check none 0 0 0 0$" "$tmp/f.plan" &&
 	grep -q "not checked: .*exited 1: replay broke" "$tmp/err"
 ok $? "leaves the plan unchecked, with a warning naming why"
 expect 0 "no replay program" env STALLOC_REPLAY="$tmp/nope" "$PLAN" \
 	-o "$tmp/x.plan" "$W/cpu-torch/gpt-dense.trace"
-grep -q "^check none 0 0 0$" "$tmp/x.plan" && grep -q "nope" "$tmp/err"
+grep -q "^check none 0 0 0 0$" "$tmp/x.plan" && grep -q "nope" "$tmp/err"
 ok $? "leaves the plan unchecked, with a warning naming it"
 # the runtime does not use a rejected plan: the replay is off mode's
 "$O/stalloc-replay" --json --policy off "$W/cpu-torch/gpt-dense.trace" \

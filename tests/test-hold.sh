@@ -92,8 +92,8 @@ moe="--layers 4 --hidden 1024 --heads 8 --seq 2048 --micro-batches 4
 	"$O/stalloc-plan" -o "$tmp/moe.plan" "$tmp/moe-a.trace" >/dev/null &&
 	grep '^check pass ' "$tmp/moe.plan" >"$tmp/moe.check"
 ok $? "an MoE rank planned from seed 21, its plan checked"
-# check pass PLANNED OFF ONLINE
-read -r _ _ planned _ online <"$tmp/moe.check"
+# check pass PLANNED OFF ONLINE FALLBACK
+read -r _ _ planned _ online _ <"$tmp/moe.check"
 half=$((planned + (online - planned) / 2))
 STALLOC_LOG=info "$R" --json --plan "$tmp/moe.plan" "$tmp/moe-b.trace" \
 	>"$tmp/moe.json" 2>"$tmp/moe.err"

@@ -837,7 +837,7 @@ static void ed_truncate(char *t)
 
 static void ed_version(char *t)
 {
-	swap_str(t, "stalloc-plan 5", "stalloc-plan 9");
+	swap_str(t, "stalloc-plan 6", "stalloc-plan 9");
 }
 
 /* Replace the line starting at @l with @text (no newline). */
@@ -984,18 +984,30 @@ static void ed_check_state(char *t)
 
 static void ed_check_bytes(char *t)
 {
-	swap_str(t, "\ncheck none 0 0 0", "\ncheck none 5 0 0");
+	swap_str(t, "\ncheck none 0 0 0 0", "\ncheck none 5 0 0 0");
 }
 
 static void ed_check_missing(char *t)
 {
-	swap_str(t, "\ncheck none 0 0 0", "");
+	swap_str(t, "\ncheck none 0 0 0 0", "");
+}
+
+/* Version 6 records the fallback's peak: a check line without it. */
+static void ed_check_no_fallback(char *t)
+{
+	swap_str(t, "\ncheck none 0 0 0 0", "\ncheck none 0 0 0");
+}
+
+/* A version 5 file knew no fallback: a check line with one. */
+static void ed_check_v5_fallback(char *t)
+{
+	swap_str(t, "stalloc-plan 6", "stalloc-plan 5");
 }
 
 /* The least online peak above off mode's: not a check's. */
 static void ed_check_online(char *t)
 {
-	swap_str(t, "\ncheck none 0 0 0", "\ncheck pass 200 300 400");
+	swap_str(t, "\ncheck none 0 0 0 0", "\ncheck pass 200 300 400 0");
 }
 
 /* An entry whose request bytes do not round up to its size. */
@@ -1054,8 +1066,9 @@ static void ed_version3(char *t)
 {
 	char *l;
 
-	swap_str(t, "stalloc-plan 5", "stalloc-plan 3");
+	swap_str(t, "stalloc-plan 6", "stalloc-plan 3");
 	drop_line(t, "\nstride 1 0");
+	swap_str(t, "\ncheck none 0 0 0 0", "\ncheck none 0 0 0");
 	for (l = strstr(t, "\ne "); l; l = strstr(l + 1, "\ne "))
 		drop_fields(l + 1, 7, 0);
 	for (l = strstr(t, "\nd "); l; l = strstr(l + 1, "\nd "))
@@ -1082,13 +1095,14 @@ static void ed_version1(char *t)
 /* A plan rejected by its check, with its three peaks. */
 static void ed_rejected(char *t)
 {
-	swap_str(t, "\ncheck none 0 0 0", "\ncheck reject 300 200 150");
+	swap_str(t, "\ncheck none 0 0 0 0", "\ncheck reject 300 200 150 280");
 }
 
 /* The same as written before the least online peak was recorded. */
 static void ed_rejected_old(char *t)
 {
-	swap_str(t, "\ncheck none 0 0 0", "\ncheck reject 300 200");
+	swap_str(t, "stalloc-plan 6", "stalloc-plan 5");
+	swap_str(t, "\ncheck none 0 0 0 0", "\ncheck reject 300 200");
 }
 
 /* @good edited by @edit, resealed, written and read back (it must read). */
@@ -1130,7 +1144,7 @@ static void ed_stride_gone(char *t)
 
 static void ed_stride_v3(char *t)
 {
-	swap_str(t, "stalloc-plan 5", "stalloc-plan 3");
+	swap_str(t, "stalloc-plan 6", "stalloc-plan 3");
 }
 
 /* A stride of one step with a second step's position. */
@@ -1161,7 +1175,7 @@ static void test_plan_stride_file(void **state)
 	close(fd);
 	assert_int_equal(stalloc_plan_write(p, plan_path), 0);
 	good = read_text(plan_path);
-	assert_non_null(strstr(good, "stalloc-plan 5\n"));
+	assert_non_null(strstr(good, "stalloc-plan 6\n"));
 	assert_non_null(strstr(good, "\nstride 2 3\n"));
 	assert_int_equal(stalloc_plan_read(plan_path, &q), 0);
 	assert_int_equal(q->stride, 2);
@@ -1212,6 +1226,8 @@ static void test_plan_corruption(void **state)
 	corrupt(good, ed_check_bytes, true, "no check bytes");
 	corrupt(good, ed_check_missing, true, "expected \"check");
 	corrupt(good, ed_check_online, true, "is above OFF");
+	corrupt(good, ed_check_no_fallback, true, "ONLINE FALLBACK");
+	corrupt(good, ed_check_v5_fallback, true, "OFF [ONLINE]");
 	corrupt(good, ed_req, true, "does not round up to its size");
 	corrupt(good, ed_dyn_req, true, "request bytes");
 	/* and the good one still reads, with the request bytes */
@@ -1255,16 +1271,19 @@ static void test_plan_corruption(void **state)
 		assert_int_equal(sum.check_planned, 300);
 		assert_int_equal(sum.check_off, 200);
 		assert_int_equal(sum.check_online, 150);
+		assert_int_equal(sum.check_fallback, 280);
 		assert_int_equal(stalloc_plan_write(p, plan_path), 0);
 		stalloc_plan_free(p);
 		again = read_text(plan_path);
-		assert_non_null(strstr(again, "\ncheck reject 300 200 150\n"));
+		assert_non_null(
+			strstr(again, "\ncheck reject 300 200 150 280\n"));
 		free(again);
 		/* four fields: the least online peak is taken as off mode's */
 		p = read_edited(good, ed_rejected_old);
 		stalloc_plan_summary(p, &sum);
 		assert_int_equal(sum.check_off, 200);
 		assert_int_equal(sum.check_online, 200);
+		assert_int_equal(sum.check_fallback, 0);
 		stalloc_plan_free(p);
 	}
 	free(good);

@@ -134,6 +134,8 @@ enum stalloc_plan_check_state {
  * @stride: steps (iteration markers) per planned iteration past the
  *	warm-up: 1, or 2 where planning two steps as one holds less (a
  *	buffer kept until the next step's instance exists)
+ * @check_fallback: the peak of the same replay under the runtime's
+ *	fallback for a rejected plan (0: not measured)
  */
 struct stalloc_plan_summary {
 	uint64_t requests;
@@ -165,6 +167,7 @@ struct stalloc_plan_summary {
 	uint64_t check_off;
 	uint64_t check_online;
 	uint64_t stride;
+	uint64_t check_fallback;
 };
 
 /**
@@ -264,7 +267,12 @@ STALLOC_API size_t stalloc_plan_boundaries(const struct stalloc_plan *plan,
  * @misses: planned requests the runtime served elsewhere meanwhile
  * @dropped: the runtime gave up the plan during the replay
  * @granularity: the chunk size both replays used (the margin allowed)
- * @check_ms: wall time of the four replays
+ * @check_ms: wall time of the replays
+ * @fallback: peak bytes reserved replaying the trace under the runtime's
+ *	fallback for a rejected plan (0: not replayed, the plan was
+ *	rejected already)
+ * @planned_calls: driver calls of the replay with the plan
+ * @fallback_calls: the same under the fallback
  */
 struct stalloc_plan_verdict {
 	uint64_t planned;
@@ -274,6 +282,9 @@ struct stalloc_plan_verdict {
 	bool dropped;
 	uint64_t granularity;
 	double check_ms;
+	uint64_t fallback;
+	uint64_t planned_calls;
+	uint64_t fallback_calls;
 };
 
 /**
@@ -287,14 +298,18 @@ struct stalloc_plan_verdict {
  *	default, 2 MiB)
  * @out: the measurements (may be NULL)
  *
- * Runs the trace twice through the runtime on the host backend, in child
+ * Runs the trace through the runtime on the host backend, in child
  * processes (no STALLOC_* variable and no LD_PRELOAD of the caller reaches
- * them): once in plan mode with @plan_path, once in off mode.  A plan that
+ * them): in plan mode with @plan_path, and in off mode.  A plan that
  * reserves more than one chunk above off mode at the peak, or that the
  * runtime drops, is marked rejected (STALLOC_CHECK_REJECT): written again,
- * the runtime then ignores it and runs as in off mode.  Otherwise it is
- * marked passed.  Two more replays, of the models of PyTorch's caching
- * allocator without and with expandable segments, give @online.
+ * the runtime then does not use it and runs its fallback (off mode whose
+ * free memory is given back before new is mapped).  Two more replays, of
+ * the models of PyTorch's caching allocator without and with expandable
+ * segments, give @online.  A plan not rejected so far is replayed once
+ * more as rejected, under that fallback: if the fallback reserves no more
+ * at the peak and makes no more driver calls, the plan is rejected too
+ * (it does not pay for itself); otherwise it is marked passed.
  *
  * Return: 0, or a negative errno when the check could not run (no replay
  * program, a replay that failed); @plan is then left unchecked.

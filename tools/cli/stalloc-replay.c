@@ -239,6 +239,19 @@ uint64_t lib_hits(void)
 	return sum;
 }
 
+/* Driver calls so far, over every device. */
+static uint64_t lib_calls(void)
+{
+	struct stalloc_stats st;
+	uint64_t sum = 0;
+	int d;
+
+	for (d = 0; d < MAX_DEV; d++)
+		if (!stalloc_stats(d, &st))
+			sum += st.driver_calls;
+	return sum;
+}
+
 static void on_mark(struct replay *r, const struct stalloc_trace_event *e)
 {
 	const char *label = e->label ? e->label : "mark";
@@ -260,6 +273,8 @@ static void on_mark(struct replay *r, const struct stalloc_trace_event *e)
 	r->iter_marks++;
 	r->hits_at_mark = lib_hits();
 	r->steady_allocs = 0;
+	r->calls_before_mark = r->calls_at_mark;
+	r->calls_at_mark = lib_calls();
 }
 
 static void check_overlap(struct replay *r, struct rec *rc)

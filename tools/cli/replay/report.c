@@ -99,6 +99,9 @@ void collect(const struct replay *r, struct result *res)
 		}
 	}
 	res->dynamic = r->allocs - r->failed - res->hits;
+	/* libstalloc: the last iteration with a marker at both ends */
+	res->has_iter_driver = is_lib(r) && r->iter_marks >= 2;
+	res->iter_driver = r->calls_at_mark - r->calls_before_mark;
 	/*
 	 * A plan the runtime dropped (made for another workload) serves
 	 * nothing after the first planned iteration: the last iteration
@@ -181,12 +184,18 @@ void print_json(const struct replay *r, const struct result *res)
 	print_torch_json(r, res);
 	printf(", \"plan_hits\": %" PRIu64 ", \"plan_misses\": %" PRIu64
 	       ", \"plan_dropped\": %s, \"dynamic_allocs\": %" PRIu64
-	       ", \"driver_calls\": %" PRIu64 ", \"device_syncs\": %" PRIu64
-	       ", \"host_waits\": %" PRIu64 ", \"driver_allocs\": %" PRIu64
-	       ", \"driver_alloc_bytes\": %" PRIu64,
+	       ", \"driver_calls\": %" PRIu64,
 	       res->hits, res->misses, res->plan_dropped ? "true" : "false",
-	       res->dynamic, res->driver, res->syncs, res->waits,
-	       res->drv_allocs, res->drv_alloc_bytes);
+	       res->dynamic, res->driver);
+	if (res->has_iter_driver)
+		printf(", \"iteration_driver_calls\": %" PRIu64,
+		       res->iter_driver);
+	else
+		printf(", \"iteration_driver_calls\": null");
+	printf(", \"device_syncs\": %" PRIu64 ", \"host_waits\": %" PRIu64
+	       ", \"driver_allocs\": %" PRIu64
+	       ", \"driver_alloc_bytes\": %" PRIu64,
+	       res->syncs, res->waits, res->drv_allocs, res->drv_alloc_bytes);
 	if (res->has_peak) {
 		size_t i;
 
@@ -216,8 +225,9 @@ void print_summary(const struct replay *r, const struct result *res)
 	if (r->a->policy == P_STALLOC)
 		printf(" (plan %s%s)",
 		       r->plan_tmp ? "made in-process" : r->plan_path,
-		       r->plan_rejected ? ", rejected by its check: off mode" :
-					  "");
+		       r->plan_rejected ?
+			       ", rejected by its check: the fallback" :
+			       "");
 	printf("\n%-16s %" PRIu64 " allocations, %" PRIu64 " frees, %" PRIu64
 	       " markers\n",
 	       "events", r->allocs, r->frees, r->marks);
@@ -244,6 +254,9 @@ void print_summary(const struct replay *r, const struct result *res)
 	printf("%-16s %14" PRIu64 "\n", "plan misses", res->misses);
 	printf("%-16s %14" PRIu64 "\n", "dynamic allocs", res->dynamic);
 	printf("%-16s %14" PRIu64 "\n", "driver calls", res->driver);
+	if (res->has_iter_driver)
+		printf("%-16s %14" PRIu64 "  (between its last two markers)\n",
+		       "  last iteration", res->iter_driver);
 	human(res->drv_alloc_bytes, h, sizeof(h));
 	printf("%-16s %14" PRIu64 "  (%s in all)\n", "driver allocs",
 	       res->drv_allocs, h);

@@ -86,11 +86,15 @@ struct replay {
 	/* counters */
 	uint64_t allocs, frees, failed, overlaps, marks, iter_marks;
 	uint64_t hits_at_mark, steady_allocs;
+	/* driver calls at the last two "iteration" markers (libstalloc) */
+	uint64_t calls_at_mark, calls_before_mark;
 	double ms;
 };
 
 struct result {
 	uint64_t peak_req, peak_res, hits, misses, dynamic, driver;
+	uint64_t iter_driver; /* in the last iteration between two markers */
+	bool has_iter_driver; /* libstalloc, two "iteration" markers seen */
 	uint64_t bad_frees;
 	uint64_t syncs, waits; /* the runtime's device syncs, host waits */
 	uint64_t drv_allocs, drv_alloc_bytes; /* physical allocations made */
