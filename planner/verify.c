@@ -295,9 +295,10 @@ static int verify_one(const char *tool, char **env, const char *policy,
  * iterations are held up to @c->online): @plan written again, marked
  * rejected with @c's peaks, beside @plan_path, and removed after.
  */
-static int verify_fallback(struct stalloc_plan *plan, const char *plan_path,
-			   const char *tool, char **env, const char *policy,
-			   const char *trace, uint64_t granularity,
+static int verify_fallback(const struct stalloc_plan *plan,
+			   const char *plan_path, const char *tool, char **env,
+			   const char *policy, const char *trace,
+			   uint64_t granularity,
 			   const struct stalloc_plan_verdict *c,
 			   struct verify_run *r)
 {
@@ -306,11 +307,12 @@ static int verify_fallback(struct stalloc_plan *plan, const char *plan_path,
 	int fd, err;
 
 	if (asprintf(&path, "%s.fallback.XXXXXX", plan_path) < 0)
-		return -ENOMEM;
+		return sa_error(-ENOMEM, "planner: out of memory");
 	fd = mkstemp(path);
 	if (fd < 0) {
-		err = sa_error(-errno, "planner: check: %s: %s", path,
-			       strerror(errno));
+		err = errno;
+		err = sa_error(-err, "planner: check: %s: %s", path,
+			       strerror(err));
 		goto out_free;
 	}
 	close(fd);
