@@ -246,7 +246,7 @@ static int dev_plan(struct ctl_buf *b, const struct mapper_view *v, bool json)
 {
 	uint64_t seen = v->st.plan_hits + v->st.plan_misses;
 	const char *state =
-		v->rejected ? "rejected by its check (off mode)" :
+		v->rejected ? "rejected by its check (its fallback)" :
 		!v->planned ? "none" :
 		v->disabled ? "dropped (made for another workload)" :
 			      "in use";

@@ -14,7 +14,7 @@ PLAN="$O/stalloc-plan"
 W="$SHARED/workloads"
 . tests/tap.sh
 
-echo "1..46"
+echo "1..49"
 expect 0 "--help" "$PLAN" --help
 expect 2 "no input" "$PLAN"
 expect 2 "unknown option" "$PLAN" --frobnicate x
@@ -110,8 +110,8 @@ cat >"$tmp/fake-replay" <<'SH'
 # FAKE_CALLS driver calls in the last iteration (else 0), off mode
 # FAKE_OFF, the expandable-segments model FAKE_EXP (else FAKE_OFF), a plan
 # marked rejected (the fallback) FAKE_FALLBACK (else FAKE_OFF) with
-# FAKE_FB_CALLS calls (else 100); fails on FAKE_FAIL or on any STALLOC_*
-# variable
+# FAKE_FB_CALLS calls (else 100); no last iteration's calls with
+# FAKE_NO_ITER; fails on FAKE_FAIL or on any STALLOC_* variable
 pol= plan= calls=${FAKE_CALLS:-0}
 while [ $# -gt 0 ]; do
 	[ "$1" = --policy ] && pol=$2
@@ -137,7 +137,9 @@ if [ "$pol" = stalloc ] && [ -n "${FAKE_DROP:-}" ]; then
 	echo "{\"peak_reserved_bytes\": $r, \"driver_calls\": $calls, \"iteration_driver_calls\": $calls, \"plan_misses\": 7, \"plan_dropped\": true}"
 	exit 2
 fi
-echo "{\"peak_reserved_bytes\": $r, \"driver_calls\": $calls, \"iteration_driver_calls\": $calls, \"plan_misses\": 7, \"plan_dropped\": false}"
+it=$calls
+[ -n "${FAKE_NO_ITER:-}" ] && it=null
+echo "{\"peak_reserved_bytes\": $r, \"driver_calls\": $calls, \"iteration_driver_calls\": $it, \"plan_misses\": 7, \"plan_dropped\": false}"
 SH
 chmod +x "$tmp/fake-replay"
 fake() {
@@ -184,6 +186,24 @@ STALLOC_STEADY_CALLS=17 fake env FAKE_PLANNED=100663296 FAKE_OFF=100663296 \
 	grep -q "^check pass 100663296 100663296 100663296 98566144$" \
 		"$tmp/fe.plan"
 ok $? "passes with a budget of 17 (the planner's STALLOC_STEADY_CALLS)"
+expect 0 "a plan its fallback only ties, in memory and calls" \
+	fake env FAKE_PLANNED=100663296 FAKE_OFF=100663296 \
+	FAKE_FALLBACK=100663296 FAKE_CALLS=0 FAKE_FB_CALLS=0 \
+	"$PLAN" -o "$tmp/ft.plan" "$W/cpu-torch/gpt-dense.trace"
+grep -q "^check pass 100663296 100663296 100663296 100663296$" "$tmp/ft.plan"
+ok $? "passes: a tie keeps the plan"
+# no calls of a last iteration to weigh (auto mode's check, a trace
+# without markers): the fallback decides only for a plan that lends anyway
+# (its dynamic requests beyond its free space), where it holds less
+fake env FAKE_NO_ITER=1 FAKE_PLANNED=100663296 FAKE_OFF=100663296 \
+	FAKE_FALLBACK=98566144 "$PLAN" -o "$tmp/fn.plan" \
+	"$W/cpu-torch/gpt-dense.trace" >/dev/null &&
+	grep -q "^check pass " "$tmp/fn.plan" &&
+	fake env FAKE_NO_ITER=1 FAKE_PLANNED=100663296 FAKE_OFF=100663296 \
+		FAKE_FALLBACK=98566144 "$PLAN" -o "$tmp/fm.plan" \
+		"$W/cpu-torch/gpt-moe.trace" >/dev/null &&
+	grep -q "^check reject " "$tmp/fm.plan"
+ok $? "without a last iteration's calls: the dense plan passes, the MoE one (lending) is rejected"
 expect 0 "a plan the runtime drops on its own trace" \
 	fake env FAKE_DROP=1 FAKE_PLANNED=100663296 FAKE_OFF=100663296 \
 	"$PLAN" -o "$tmp/dr.plan" "$W/cpu-torch/gpt-dense.trace"

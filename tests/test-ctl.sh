@@ -232,8 +232,8 @@ PY
 import sys, zlib
 path = sys.argv[1]
 text = open(path).read()
-body = text[:text.index("checksum ")].replace("\ncheck none 0 0 0\n",
-                                              "\ncheck reject 300 200 200\n")
+body = text[:text.index("checksum ")].replace(
+    "\ncheck none 0 0 0 0\n", "\ncheck reject 300 200 200 180\n")
 open(path, "w").write(body + "checksum 0x%08x\n" % zlib.crc32(body.encode()))
 PY
 	"$O/stalloc-replay" --hold --plan "$tmp/rj.plan" "$dense" \
@@ -244,8 +244,8 @@ PY
 		sleep 0.1
 	done
 	$CTL -p $pid plan >"$tmp/rj.ctl" &&
-		grep -q "plan rejected by its check (off mode)" "$tmp/rj.ctl" &&
-		grep -q "rj.plan (replayed on its trace: 300 bytes reserved with it, 200 in off mode)" "$tmp/rj.ctl"
+		grep -q "plan rejected by its check (its fallback)" "$tmp/rj.ctl" &&
+		grep -q "rj.plan (replayed on its trace: 300 bytes reserved with it, 200 in off mode, 180 in this fallback)" "$tmp/rj.ctl"
 	ok $? "stallocctl plan: a plan its check rejected, named, with both peaks"
 	kill -INT $pid
 	wait $pid
