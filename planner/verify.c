@@ -424,7 +424,6 @@ static int plan_check(struct stalloc_plan *plan, const char *plan_path,
 	c.misses = with.misses;
 	c.dropped = with.dropped;
 	c.granularity = granularity ? granularity : PLAN_CHECK_CHUNK;
-	c.planned_calls = with.calls;
 	plan->check = !c.dropped && c.planned <= c.off + c.granularity ?
 			      STALLOC_CHECK_PASS :
 			      STALLOC_CHECK_REJECT;
@@ -434,8 +433,12 @@ static int plan_check(struct stalloc_plan *plan, const char *plan_path,
 		if (err)
 			goto out_env;
 		c.fallback = fb.reserved;
-		c.fallback_calls = fb.calls;
-		if (steady_measured(policy, &with, &fb) ?
+		c.calls_measured = steady_measured(policy, &with, &fb);
+		if (c.calls_measured) {
+			c.planned_calls = with.calls;
+			c.fallback_calls = fb.calls;
+		}
+		if (c.calls_measured ?
 			    fallback_pays(&c) :
 			    c.fallback < c.planned && plan_lends(plan))
 			plan->check = STALLOC_CHECK_REJECT;

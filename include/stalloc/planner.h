@@ -271,8 +271,12 @@ STALLOC_API size_t stalloc_plan_boundaries(const struct stalloc_plan *plan,
  * @fallback: peak bytes reserved replaying the trace under the runtime's
  *	fallback for a rejected plan (0: not replayed, the plan was
  *	rejected already)
- * @planned_calls: driver calls of the replay with the plan
+ * @planned_calls: driver calls in the last iteration (between the trace's
+ *	last two iteration markers) of the replay with the plan
  * @fallback_calls: the same under the fallback
+ * @calls_measured: both replays measured those calls (plan mode, two
+ *	iteration markers); otherwise @planned_calls and @fallback_calls
+ *	are 0
  */
 struct stalloc_plan_verdict {
 	uint64_t planned;
@@ -285,6 +289,7 @@ struct stalloc_plan_verdict {
 	uint64_t fallback;
 	uint64_t planned_calls;
 	uint64_t fallback_calls;
+	bool calls_measured;
 };
 
 /**

@@ -252,15 +252,19 @@ static void print_json(const struct stalloc_plan *p, const struct args *a)
 	       s.reusable_bytes, s.fingerprint);
 	printf(", \"check\": \"%s\", \"check_planned\": %" PRIu64
 	       ", \"check_off\": %" PRIu64 ", \"check_online\": %" PRIu64
-	       ", \"check_fallback\": %" PRIu64
-	       ", \"check_planned_calls\": %" PRIu64
-	       ", \"check_fallback_calls\": %" PRIu64
-	       ", \"check_misses\": %" PRIu64 ", \"check_ms\": %.3f"
-	       ", \"stride\": %" PRIu64 "}\n",
+	       ", \"check_fallback\": %" PRIu64,
 	       check_name(s.check), s.check_planned, s.check_off,
-	       s.check_online, s.check_fallback, a->check.planned_calls,
-	       a->check.fallback_calls, a->check.misses, a->check.check_ms,
-	       s.stride);
+	       s.check_online, s.check_fallback);
+	if (a->check.calls_measured)
+		printf(", \"check_planned_calls\": %" PRIu64
+		       ", \"check_fallback_calls\": %" PRIu64,
+		       a->check.planned_calls, a->check.fallback_calls);
+	else
+		printf(", \"check_planned_calls\": null"
+		       ", \"check_fallback_calls\": null");
+	printf(", \"check_misses\": %" PRIu64 ", \"check_ms\": %.3f"
+	       ", \"stride\": %" PRIu64 "}\n",
+	       a->check.misses, a->check.check_ms, s.stride);
 }
 
 static double mib(uint64_t b)
@@ -339,14 +343,22 @@ static void print_human(const struct stalloc_plan *p, const struct args *a)
 			       "passed" :
 			       "rejected, the runtime will run its fallback",
 		       a->check.check_ms);
-	if (s.check_fallback)
-		printf("  fallback: %.3f MiB and %" PRIu64 " driver calls "
-		       "without the plan, %" PRIu64 " with it%s\n",
+	if (s.check_fallback && a->check.calls_measured)
+		printf("  fallback for a rejected plan: %.3f MiB, %" PRIu64
+		       " driver calls in the last iteration against the "
+		       "plan's %" PRIu64 ": %s\n",
 		       mib(s.check_fallback), a->check.fallback_calls,
 		       a->check.planned_calls,
 		       s.check == STALLOC_CHECK_PASS ?
-			       "" :
-			       ": no worse on either, the plan does not pay");
+			       "the plan pays" :
+			       "it does better, the plan does not pay");
+	else if (s.check_fallback)
+		printf("  fallback for a rejected plan: %.3f MiB (driver calls "
+		       "not measured): %s\n",
+		       mib(s.check_fallback),
+		       s.check == STALLOC_CHECK_PASS ?
+			       "the plan pays" :
+			       "it holds less and the plan lends anyway");
 }
 
 /*
