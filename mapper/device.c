@@ -232,13 +232,9 @@ static void dev_load_plan(struct mdev *d)
 			dev_plan_rejected(d, path, plan);
 			sa_log(STALLOC_LOG_INFO,
 			       "runtime: device %d: %s was rejected by its "
-			       "check (replayed, it reserved %" PRIu64
-			       " bytes, off mode %" PRIu64
-			       ", this fallback %" PRIu64
-			       " (0: not measured)): running without it, free "
-			       "memory given back before new is mapped",
-			       d->device, path, plan->check_planned,
-			       plan->check_off, plan->check_fallback);
+			       "check: running without it, free memory given "
+			       "back before new is mapped",
+			       d->device, d->plan_path);
 		} else
 			sa_log(STALLOC_LOG_INFO,
 			       "runtime: device %d: %s plans no steady "

@@ -312,9 +312,13 @@ struct stalloc_plan_verdict {
  * free memory is given back before new is mapped).  Two more replays, of
  * the models of PyTorch's caching allocator without and with expandable
  * segments, give @online.  A plan not rejected so far is replayed once
- * more as rejected, under that fallback: if the fallback reserves no more
- * at the peak and makes no more driver calls, the plan is rejected too
- * (it does not pay for itself); otherwise it is marked passed.
+ * more as rejected, under that fallback, and is rejected too if the
+ * fallback does better: no more memory at the peak and no more driver
+ * calls in the trace's last iteration, and less of one (calls weighed
+ * only while the plan's are within STALLOC_STEADY_CALLS; where they
+ * cannot be measured, as in auto mode, only a plan that lends memory in
+ * every step anyway, and only for less memory).  A tie keeps the plan.
+ * Otherwise it is marked passed.
  *
  * Return: 0, or a negative errno when the check could not run (no replay
  * program, a replay that failed); @plan is then left unchecked.
