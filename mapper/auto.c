@@ -152,6 +152,7 @@ static void auto_check(struct mdev *d, struct stalloc_plan *p, bool markerless)
 	char path[4096 + 8], copy[4096 + 8];
 	const char *trace = d->auto_path;
 	struct stalloc_plan_verdict c;
+	bool again;
 	int err;
 
 	auto_plan_path(d, path, sizeof(path));
@@ -180,18 +181,57 @@ static void auto_check(struct mdev *d, struct stalloc_plan *p, bool markerless)
 	if (stalloc_plan_write(p, path))
 		sa_log(STALLOC_LOG_WARN, "runtime: device %d: %s", d->device,
 		       stalloc_last_error());
-	sa_log(p->check == STALLOC_CHECK_PASS ? STALLOC_LOG_INFO :
-						STALLOC_LOG_WARN,
+	again = p->check == STALLOC_CHECK_REJECT && p->sum.slack_clock &&
+		!markerless;
+	sa_log(p->check == STALLOC_CHECK_PASS || again ? STALLOC_LOG_INFO :
+							 STALLOC_LOG_WARN,
 	       "runtime: device %d: auto mode's plan %s, replayed on its "
 	       "trace, reserves %" PRIu64
 	       " bytes at the peak, off mode %" PRIu64
 	       ", the fallback for a rejected plan %" PRIu64
 	       " (0: not measured): %s",
 	       d->device, path, c.planned, c.off, c.fallback,
-	       p->check == STALLOC_CHECK_PASS ?
-		       "using it" :
+	       p->check == STALLOC_CHECK_PASS ? "using it" :
+	       again ? "planning again on the reference iteration's clock" :
 		       "going on without it, free memory given back before "
 		       "new is mapped");
+}
+
+/*
+ * @p, checked, was rejected and made with slack for shifted runs (MoE
+ * routing): plan again on the reference iteration's clock and check that
+ * one.  Returns the plan to use: the new one if it passed, else @p (its
+ * file written back).  Not for a try without markers, whose trace grows
+ * meanwhile past what the first plan and its check read.
+ */
+static struct stalloc_plan *auto_exact(struct mdev *d, struct stalloc_plan *p,
+				       const struct stalloc_plan_options *o,
+				       bool markerless)
+{
+	struct stalloc_plan_options x = *o;
+	struct stalloc_plan_summary s;
+	struct stalloc_plan *q = NULL;
+	char path[4096 + 8];
+
+	stalloc_plan_summary(p, &s);
+	if (s.check != STALLOC_CHECK_REJECT || !s.slack_clock || markerless)
+		return p;
+	x.flags |= STALLOC_PLAN_EXACT_CLOCK;
+	if (stalloc_plan_file(d->auto_path, &x, &q))
+		goto out_keep;
+	auto_check(d, q, markerless);
+	stalloc_plan_summary(q, &s);
+	if (s.check == STALLOC_CHECK_PASS) {
+		stalloc_plan_free(p);
+		return q;
+	}
+out_keep:
+	stalloc_plan_free(q);
+	auto_plan_path(d, path, sizeof(path));
+	if (stalloc_plan_write(p, path))
+		sa_log(STALLOC_LOG_WARN, "runtime: device %d: %s", d->device,
+		       stalloc_last_error());
+	return p;
 }
 
 /* Auto mode's plan was rejected by its check (device lock held). */
@@ -243,6 +283,7 @@ static void *auto_planner(void *arg)
 		p = NULL;
 	} else if (d->auto_check && !given && match_plan_pays(p)) {
 		auto_check(d, p, markerless);
+		p = auto_exact(d, p, &o, markerless);
 	}
 	sa_mutex_lock(&d->lock);
 	d->auto_plan = p;

@@ -188,7 +188,9 @@ static int plan_load(const struct stalloc_plan *p, uint64_t *load)
  * PLAN_WARP_GAIN-th of the load (5%: at 2%, top-1 routing took it for a
  * 2.1% gain, and a first planned iteration run unlike the recorded ones
  * then lost the plan); both classifications are made, the packing is
- * done once.
+ * done once.  With @exact (STALLOC_PLAN_EXACT_CLOCK: a plan with slack
+ * that its check rejected, made again) the reference's clock always; a
+ * plan left with slack says so (sum.slack_clock).
  */
 #define PLAN_WARP_GAIN 20
 /* Steps planned as one, pairs needed, bytes the pairing must save. */
@@ -199,7 +201,7 @@ static int plan_load(const struct stalloc_plan *p, uint64_t *load)
 #define PLAN_PAIR_DYN 100
 
 static int classify_best(const struct trace *t, const struct plan_iters *it,
-			 uint64_t align, struct stalloc_plan *p,
+			 uint64_t align, bool exact, struct stalloc_plan *p,
 			 struct plan_seen *seen, uint8_t *cls)
 {
 	struct stalloc_plan w = { 0 };
@@ -216,7 +218,7 @@ static int classify_best(const struct trace *t, const struct plan_iters *it,
 		goto out_free;
 	/* @w stays empty without dynamic positions (plan_classify()) */
 	if (p->nr_dyn && !plan_load(p, &lc) && !plan_load(&w, &lw) &&
-	    lw + lc / PLAN_WARP_GAIN < lc) {
+	    (exact || lw + lc / PLAN_WARP_GAIN < lc)) {
 		plan_release(p);
 		*p = w;
 		memset(&w, 0, sizeof(w));
@@ -224,6 +226,8 @@ static int classify_best(const struct trace *t, const struct plan_iters *it,
 		*seen = ws;
 		memset(&ws, 0, sizeof(ws));
 		memcpy(cls, wout.ev_class, t->nr + 1);
+	} else if (p->nr_dyn) {
+		p->sum.slack_clock = true;
 	}
 	plan_release(&w);
 	plan_seen_free(&ws);
@@ -314,7 +318,7 @@ static uint32_t second_step(const struct trace *t, const struct plan_iters *it,
  * *@seen, *@cls and *@it are then the paired ones.
  */
 static int plan_pairs(const struct trace *t, struct plan_iters *it,
-		      uint64_t align, struct stalloc_plan *p,
+		      uint64_t align, bool exact, struct stalloc_plan *p,
 		      struct plan_seen *seen, uint8_t **cls)
 {
 	struct stalloc_plan w = { 0 };
@@ -336,7 +340,7 @@ static int plan_pairs(const struct trace *t, struct plan_iters *it,
 		iters_free(&pit);
 		return sa_error(-ENOMEM, "planner: out of memory");
 	}
-	err = classify_best(t, &pit, align, &w, &ws, wcls);
+	err = classify_best(t, &pit, align, exact, &w, &ws, wcls);
 	if (!err)
 		err = plan_load(p, &l1) ?: plan_load(&w, &l2);
 	/* and only where no position planned a step at a time varies now */
@@ -365,6 +369,7 @@ static int plan_trace(const char *path, uint64_t align,
 		      const struct stalloc_plan_options *o,
 		      struct stalloc_plan *p)
 {
+	bool exact = o->flags & STALLOC_PLAN_EXACT_CLOCK;
 	struct plan_seen seen = { 0 };
 	struct plan_iters it;
 	uint8_t *cls = NULL;
@@ -383,9 +388,9 @@ static int plan_trace(const char *path, uint64_t align,
 		err = sa_error(-ENOMEM, "planner: out of memory");
 		goto out_iters;
 	}
-	err = classify_best(&t, &it, align, p, &seen, cls);
+	err = classify_best(&t, &it, align, exact, p, &seen, cls);
 	if (!err)
-		err = plan_pairs(&t, &it, align, p, &seen, &cls);
+		err = plan_pairs(&t, &it, align, exact, p, &seen, &cls);
 	if (err)
 		goto out_iters;
 	if (o->flags & STALLOC_PLAN_NO_PERSISTENT)

@@ -62,6 +62,19 @@ struct stalloc_plan_options {
 #define STALLOC_PLAN_NO_PERSISTENT 0x1
 
 /**
+ * STALLOC_PLAN_EXACT_CLOCK - lifetimes on the reference iteration's clock
+ *
+ * A flag of struct stalloc_plan_options.  Where routing (MoE) shifts
+ * requests from iteration to iteration, the planner measures lifetimes in
+ * requests from each iteration's start, whose envelopes leave slack for a
+ * run unlike the recorded ones, unless that slack costs over a twentieth of
+ * the planned bytes; with this flag, always on the reference's clock (no
+ * slack).  stalloc-plan and auto mode plan again so when the check rejects
+ * a plan made with slack (stalloc_plan_summary.slack_clock).
+ */
+#define STALLOC_PLAN_EXACT_CLOCK 0x2
+
+/**
  * enum stalloc_iter_source - how the iterations were found
  * @STALLOC_ITER_MARKERS: from "iteration" markers
  * @STALLOC_ITER_DETECTED: from the period of the request sequence
@@ -136,6 +149,8 @@ enum stalloc_plan_check_state {
  *	buffer kept until the next step's instance exists)
  * @check_fallback: the peak of the same replay under the runtime's
  *	fallback for a rejected plan (0: not measured)
+ * @slack_clock: the plan has dynamic positions and its lifetimes were
+ *	measured with slack for shifted runs (STALLOC_PLAN_EXACT_CLOCK)
  */
 struct stalloc_plan_summary {
 	uint64_t requests;
@@ -168,6 +183,7 @@ struct stalloc_plan_summary {
 	uint64_t check_online;
 	uint64_t stride;
 	uint64_t check_fallback;
+	bool slack_clock;
 };
 
 /**

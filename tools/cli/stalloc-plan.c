@@ -57,6 +57,7 @@ struct args {
 	uint64_t granularity;
 	struct stalloc_plan_options opts;
 	struct stalloc_plan_verdict check;
+	uint64_t slack_planned; /* the rejected plan with slack, made again */
 };
 
 static int bad_usage(const char *why, const char *what)
@@ -263,8 +264,14 @@ static void print_json(const struct stalloc_plan *p, const struct args *a)
 		printf(", \"check_planned_calls\": null"
 		       ", \"check_fallback_calls\": null");
 	printf(", \"check_misses\": %" PRIu64 ", \"check_ms\": %.3f"
-	       ", \"stride\": %" PRIu64 "}\n",
-	       a->check.misses, a->check.check_ms, s.stride);
+	       ", \"stride\": %" PRIu64 ", \"clock\": \"%s\"",
+	       a->check.misses, a->check.check_ms, s.stride,
+	       s.slack_clock ? "slack" : "reference");
+	if (a->slack_planned)
+		printf(", \"slack_check_planned\": %" PRIu64 "}\n",
+		       a->slack_planned);
+	else
+		printf(", \"slack_check_planned\": null}\n");
 }
 
 static double mib(uint64_t b)
@@ -343,6 +350,11 @@ static void print_human(const struct stalloc_plan *p, const struct args *a)
 			       "passed" :
 			       "rejected, the runtime will run its fallback",
 		       a->check.check_ms);
+	if (a->slack_planned)
+		printf("  the plan made with slack for shifted runs reserved "
+		       "%.3f MiB and was rejected: this one, made on the "
+		       "reference iteration's clock, passed\n",
+		       mib(a->slack_planned));
 	if (s.check_fallback && a->check.calls_measured)
 		printf("  fallback for a rejected plan: %.3f MiB, %" PRIu64
 		       " driver calls in the last iteration against the "
@@ -362,15 +374,56 @@ static void print_human(const struct stalloc_plan *p, const struct args *a)
 }
 
 /*
+ * @p was made with slack for shifted runs and its check rejected it: made
+ * again on the reference iteration's clock (STALLOC_PLAN_EXACT_CLOCK) and
+ * checked, in *@out if it passes (then written with its verdict).
+ * Otherwise *@out is NULL and the file holds the new plan: the caller
+ * writes @p back.
+ */
+static void check_exact(struct stalloc_plan *p, struct args *a,
+			struct stalloc_plan **out)
+{
+	struct stalloc_plan_options o = a->opts;
+	struct stalloc_plan_verdict v;
+	struct stalloc_plan_summary s;
+	struct stalloc_plan *q = NULL;
+	int err;
+
+	*out = NULL;
+	stalloc_plan_summary(p, &s);
+	if (s.check != STALLOC_CHECK_REJECT || !s.slack_clock)
+		return;
+	o.flags |= STALLOC_PLAN_EXACT_CLOCK;
+	err = stalloc_plan_file(a->input, &o, &q);
+	if ((err && err != -ENOSPC) || !q)
+		goto out_free;
+	if (stalloc_plan_write(q, a->output) ||
+	    stalloc_plan_check(q, a->output, a->input, NULL, a->granularity,
+			       &v))
+		goto out_free;
+	stalloc_plan_summary(q, &s);
+	if (s.check != STALLOC_CHECK_PASS)
+		goto out_free;
+	a->slack_planned = a->check.planned;
+	a->check = v;
+	*out = q;
+	return;
+out_free:
+	stalloc_plan_free(q);
+}
+
+/*
  * Replay the trace with the plan just written and without it, and write
  * the plan again with the verdict.  Only a trace's plan with a steady
  * iteration is checked: the others run as in off mode anyway; and only
  * one written to a regular file (a FIFO or a device cannot be read back).
- * A check that cannot run leaves the plan unchecked, with a warning.
+ * A check that cannot run leaves the plan unchecked, with a warning.  A
+ * rejected plan made with slack may give way to one without (*@pp).
  */
-static int check_plan(struct stalloc_plan *p, struct args *a)
+static int check_plan(struct stalloc_plan **pp, struct args *a)
 {
 	struct stalloc_plan_summary s;
+	struct stalloc_plan *p = *pp, *q;
 	struct stat st;
 
 	stalloc_plan_summary(p, &s);
@@ -389,6 +442,12 @@ static int check_plan(struct stalloc_plan *p, struct args *a)
 		fprintf(stderr,
 			"stalloc-plan: warning: the plan is not checked: %s\n",
 			stalloc_last_error());
+		return 0;
+	}
+	check_exact(p, a, &q);
+	if (q) {
+		stalloc_plan_free(p);
+		*pp = q;
 		return 0;
 	}
 	if (stalloc_plan_write(p, a->output)) {
@@ -418,7 +477,7 @@ int main(int argc, char **argv)
 	if (a.output && stalloc_plan_write(p, a.output)) {
 		fprintf(stderr, "stalloc-plan: %s\n", stalloc_last_error());
 		err = -EIO;
-	} else if (check_plan(p, &a)) {
+	} else if (check_plan(&p, &a)) {
 		err = -EIO;
 	}
 	if (a.json)
