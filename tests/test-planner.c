@@ -634,8 +634,9 @@ static void test_classify_count_by_chance(void **state)
 				h = (k * 1103515245u + j * 12345u +
 				     e * 2654435761u) *
 				    0x9e3779b97f4a7c15ULL;
-				fprintf(f, "a %" PRIu64 " %" PRIu64 " %" PRIu64
-					   "\n",
+				fprintf(f,
+					"a %" PRIu64 " %" PRIu64 " %" PRIu64
+					"\n",
 					seq++, first + 40 + j / 10 * 12 + e,
 					4096 * (17 + (h >> 40) % 251));
 				fprintf(f, "f %" PRIu64 " %" PRIu64 "\n", seq++,
