@@ -376,7 +376,7 @@ static void print_human(const struct stalloc_plan *p, const struct args *a)
 /*
  * @p was made with slack for shifted runs and its check rejected it: made
  * again on the reference iteration's clock (STALLOC_PLAN_EXACT_CLOCK) and
- * checked, in *@out if it passes (then written with its verdict).
+ * checked, in *@out if it passes (then written again, with its verdict).
  * Otherwise *@out is NULL and the file holds the new plan: the caller
  * writes @p back.
  */
@@ -402,7 +402,7 @@ static void check_exact(struct stalloc_plan *p, struct args *a,
 			       &v))
 		goto out_free;
 	stalloc_plan_summary(q, &s);
-	if (s.check != STALLOC_CHECK_PASS)
+	if (s.check != STALLOC_CHECK_PASS || stalloc_plan_write(q, a->output))
 		goto out_free;
 	a->slack_planned = a->check.planned;
 	a->check = v;
