@@ -75,6 +75,8 @@ reader=$!
 "$PLAN" -o "$tmp/fifo" "$W/cpu-torch/gpt-dense.trace" >/dev/null \
 	2>"$tmp/err"
 rc=$?
+# a planner that failed before opening the FIFO leaves the reader waiting
+[ "$rc" = 0 ] || kill $reader 2>/dev/null
 wait $reader
 [ "$rc" = 0 ] && [ -p "$tmp/fifo" ] && grep -q '^checksum ' "$tmp/from-fifo" &&
 	grep -q "not checked: .*fifo is not a regular file" "$tmp/err"
