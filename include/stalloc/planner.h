@@ -150,7 +150,8 @@ enum stalloc_plan_check_state {
  * @check_fallback: the peak of the same replay under the runtime's
  *	fallback for a rejected plan (0: not measured)
  * @slack_clock: the plan has dynamic positions and its lifetimes were
- *	measured with slack for shifted runs (STALLOC_PLAN_EXACT_CLOCK)
+ *	measured with slack for shifted runs (STALLOC_PLAN_EXACT_CLOCK);
+ *	false for a plan read from a file (the file does not say)
  */
 struct stalloc_plan_summary {
 	uint64_t requests;
