@@ -831,6 +831,48 @@ static void exit_forget(struct matcher *m)
 }
 
 /*
+ * Were the job's last @len requests, all taken by dynamic positions, the
+ * sizes of the @len static positions from the cursor, in order?
+ */
+static bool took_block(const struct matcher *m, uint32_t len)
+{
+	uint32_t first = (m->run_head + MATCH_EXIT_RUN - len) % MATCH_EXIT_RUN;
+	bool vary = false;
+	uint32_t i;
+
+	if (len > m->run_len)
+		return false;
+	for (i = 0; i < len; i++) {
+		uint64_t size = m->run_sizes[(first + i) % MATCH_EXIT_RUN];
+		int32_t e = entry_at(m, m->cursor + i);
+
+		if (e < 0 || m->plan->ent[e].size != size)
+			return false;
+		vary |= size != m->run_sizes[first];
+	}
+	return vary;
+}
+
+/*
+ * Where the job may be after a run shorter than recorded whose exit block
+ * repeats the run's last block (the block of a busy expert after those of
+ * the others): the run's positions, which take any size, took the exit
+ * block's requests one to one, and the job is past that block.  So: the
+ * first static position that takes @asize, at most MATCH_EXIT_RUN after
+ * the cursor, such that the last requests were the sizes of the static
+ * positions between (took_block()).  0 if none.
+ */
+static uint32_t past_twin(const struct matcher *m, uint64_t asize)
+{
+	uint32_t len;
+
+	for (len = MATCH_EXIT_CONFIRM; len <= MATCH_EXIT_RUN; len++)
+		if (exit_fits(m, m->cursor + len, asize) && took_block(m, len))
+			return m->cursor + len;
+	return 0;
+}
+
+/*
  * The cursor is at a dynamic run's exit (the static position after it)
  * and a request of @asize is not that position's size: the job's run is
  * longer than the recorded one (more tokens routed, an expert recorded
@@ -858,12 +900,15 @@ static int64_t run_longer(struct matcher *m, uint32_t x, uint32_t seen,
 		return m->cursor - 1;
 	}
 	for (k = m->cursor + 1; k <= m->cursor + MATCH_AHEAD && k < n; k++)
-		if (exit_fits(m, k, asize)) {
-			m->exit_pos = k;
-			m->exit_seen = 1;
-			m->exit_drift = true;
+		if (exit_fits(m, k, asize))
 			break;
-		}
+	if (k > m->cursor + MATCH_AHEAD || k >= n)
+		k = past_twin(m, asize);
+	if (k) {
+		m->exit_pos = k;
+		m->exit_seen = 1;
+		m->exit_drift = true;
+	}
 	return m->cursor - 1;
 }
 
@@ -1095,6 +1140,19 @@ static uint64_t reuse_need(const struct matcher *m, uint32_t pos,
 	return end - d->start;
 }
 
+/* Note a request of @asize taken by a dynamic position (@dyn) or not. */
+static void run_note(struct matcher *m, bool dyn, uint64_t asize)
+{
+	if (!dyn) {
+		m->run_len = 0;
+		return;
+	}
+	m->run_sizes[m->run_head] = asize;
+	m->run_head = (m->run_head + 1) % MATCH_EXIT_RUN;
+	if (m->run_len < MATCH_EXIT_RUN)
+		m->run_len++;
+}
+
 /*
  * Match a request of @asize near the cursor and serve it there: true when
  * served.  Otherwise *@missed says the plan expected something else here
@@ -1128,6 +1186,7 @@ static bool place_near_cursor(struct matcher *m, uint64_t asize, void *stream,
 		  is_dyn(m, (uint32_t)pos - 1);
 	m->cursor = (uint32_t)pos + 1;
 	e = entry_at(m, (uint32_t)pos);
+	run_note(m, e < 0, asize);
 	if (e < 0) {
 		/* a dynamic position: the plan's free space first */
 		if (!reuse(m, &m->plan->dyn[m->dyn_of[pos]], asize,
@@ -1332,6 +1391,7 @@ static bool next_iteration(struct matcher *m)
 	exit_forget(m);
 	m->skip_lo = m->skip_hi = 0;
 	m->votes_back = m->votes_ahead = 0;
+	m->run_len = 0;
 	m->warm_misses = 0;
 	if (m->marks == m->plan->warmup + 1 || m->marks == m->plan->warmup + 2)
 		m->warm_done = true;

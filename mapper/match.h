@@ -98,6 +98,9 @@ struct clear_seg {
  * @dyn_hist: one bit per request at a dynamic position, the last one
  *	lowest: was it within the sizes its position was seen at?
  * @dyn_seen: such requests so far, up to 64
+ * @run_sizes: the sizes of the last requests taken by dynamic positions,
+ *	a ring (the last one at @run_head - 1), for past_twin()
+ * @run_len: how many of them came in a row, up to MATCH_EXIT_RUN
  * @marks: iteration markers seen
  * @live: planned blocks live now, sorted by offset
  * @use: per pool chunk, the tags of its last users (streams.h); emptied
@@ -156,6 +159,9 @@ struct matcher {
 	uint32_t votes_ahead;
 	uint64_t dyn_hist;
 	uint32_t dyn_seen;
+	uint64_t run_sizes[MATCH_EXIT_RUN];
+	uint32_t run_head;
+	uint32_t run_len;
 	uint64_t marks;
 	struct match_live *live;
 	size_t nr_live;
