@@ -872,6 +872,64 @@ static uint32_t past_twin(const struct matcher *m, uint64_t asize)
 	return 0;
 }
 
+/* Would position @q have taken a request of @size? */
+static bool pos_took(const struct matcher *m, uint32_t q, uint64_t size)
+{
+	int32_t e = entry_at(m, q), d = m->dyn_of[q];
+
+	if (e >= 0)
+		return m->plan->ent[e].size == size;
+	return d >= 0 && m->plan->dyn[d].size_min <= size &&
+	       size <= m->plan->dyn[d].size_max;
+}
+
+/*
+ * Does the job's last MATCH_RESYNC_LEN requests' sequence end at position
+ * @k (exclusive): each the size position k - MATCH_RESYNC_LEN + i takes,
+ * of two sizes or more, most of those positions static?
+ */
+static bool ends_at(const struct matcher *m, uint32_t k)
+{
+	uint32_t w = MATCH_RESYNC_LEN, i, fixed = 0;
+	uint32_t first = (m->run_head + MATCH_EXIT_RUN - w) % MATCH_EXIT_RUN;
+	bool vary = false;
+
+	if (m->run_len < w || k < w)
+		return false;
+	for (i = 0; i < w; i++) {
+		uint64_t size = m->run_sizes[(first + i) % MATCH_EXIT_RUN];
+
+		if (!pos_took(m, k - w + i, size))
+			return false;
+		fixed += entry_at(m, k - w + i) >= 0;
+		vary |= size != m->run_sizes[first];
+	}
+	return vary && 2 * fixed > w;
+}
+
+/*
+ * The job may be lost past a run's end: the run ended in the plan, no exit
+ * was found near, and more than MATCH_EXIT_RUN requests in a row have been
+ * served at the run's last position (the job left the run for a stretch
+ * of the plan further on; on the H100 MoE recording the rest of two
+ * steps, 1,000 requests each, went so).  Not sooner: a run longer than
+ * recorded is served there too, and looked for at once, the plan further
+ * on matched such a run's requests by chance on held-out MoE ranks (2 to
+ * 10 MiB more).  The first static position within MATCH_RESYNC of the
+ * cursor that takes @asize and where the job's last requests end
+ * (ends_at()), or 0.
+ */
+static uint32_t resync_ahead(const struct matcher *m, uint64_t asize)
+{
+	uint32_t n = m->plan->nr_positions, k;
+
+	for (k = m->cursor + MATCH_EXIT_RUN + 1;
+	     k < n && k <= m->cursor + MATCH_RESYNC; k++)
+		if (exit_fits(m, k, asize) && ends_at(m, k))
+			return k;
+	return 0;
+}
+
 /*
  * The cursor is at a dynamic run's exit (the static position after it)
  * and a request of @asize is not that position's size: the job's run is
@@ -904,6 +962,8 @@ static int64_t run_longer(struct matcher *m, uint32_t x, uint32_t seen,
 			break;
 	if (k > m->cursor + MATCH_AHEAD || k >= n)
 		k = past_twin(m, asize);
+	if (!k && ++m->run_stay > MATCH_EXIT_RUN)
+		k = resync_ahead(m, asize);
 	if (k) {
 		m->exit_pos = k;
 		m->exit_seen = 1;
@@ -1144,7 +1204,7 @@ static uint64_t reuse_need(const struct matcher *m, uint32_t pos,
 static void run_note(struct matcher *m, bool dyn, uint64_t asize)
 {
 	if (!dyn) {
-		m->run_len = 0;
+		m->run_len = m->run_stay = 0;
 		return;
 	}
 	m->run_sizes[m->run_head] = asize;
@@ -1391,7 +1451,7 @@ static bool next_iteration(struct matcher *m)
 	exit_forget(m);
 	m->skip_lo = m->skip_hi = 0;
 	m->votes_back = m->votes_ahead = 0;
-	m->run_len = 0;
+	m->run_len = m->run_stay = 0;
 	m->warm_misses = 0;
 	if (m->marks == m->plan->warmup + 1 || m->marks == m->plan->warmup + 2)
 		m->warm_done = true;

@@ -42,6 +42,9 @@
 #define MATCH_REUSE_NEAR 2
 /* how far past the cursor a dynamic run's exit may be for that */
 #define MATCH_EXIT_RUN 32
+/* how far past a run's end a lost job is looked for, on how many requests */
+#define MATCH_RESYNC 512
+#define MATCH_RESYNC_LEN 12
 
 /*
  * An iteration whose marker did not come (its start inferred from the
@@ -101,6 +104,8 @@ struct clear_seg {
  * @run_sizes: the sizes of the last requests taken by dynamic positions,
  *	a ring (the last one at @run_head - 1), for past_twin()
  * @run_len: how many of them came in a row, up to MATCH_EXIT_RUN
+ * @run_stay: requests in a row served at a run's end, no exit in sight
+ *	(run_longer())
  * @marks: iteration markers seen
  * @live: planned blocks live now, sorted by offset
  * @use: per pool chunk, the tags of its last users (streams.h); emptied
@@ -162,6 +167,7 @@ struct matcher {
 	uint64_t run_sizes[MATCH_EXIT_RUN];
 	uint32_t run_head;
 	uint32_t run_len;
+	uint32_t run_stay;
 	uint64_t marks;
 	struct match_live *live;
 	size_t nr_live;

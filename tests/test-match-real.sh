@@ -12,7 +12,10 @@
 # 1,300, 500 MB tensors among them -- was served at the run's last
 # position, outside the plan.  The last requests were that block's sizes,
 # so the job is after it (past_twin(), mapper/match.c): those requests are
-# now planned hits.  Prints TAP.
+# now planned hits.  In steps 18 and 22 the job left a run for a stretch
+# of the plan further on, and the last 1,000 requests of each were served
+# at the run's end: once 32 have been, the last twelve requests' sizes
+# find where the job is (resync_ahead()).  Prints TAP.
 set -u
 O=${O:-build}
 T=bench/results/2026-11-24-h100/moe.trace.gz
@@ -37,11 +40,12 @@ print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$tmp/replay.json" "$1"
 
 hits=$(field plan_hits)
 misses=$(field plan_misses)
-# 14,947 hits before past_twin(): a step's last 1,300 requests unplanned
-[ "$hits" -ge 15100 ]
-ok $? "plan hits $hits >= 15,100 (misses $misses)"
-[ "$misses" -le 800 ]
-ok $? "plan misses $misses <= 800"
+# 14,947 hits before past_twin(): a step's last 1,300 requests unplanned;
+# 15,135 before resync_ahead(): two later steps' last 1,000 each
+[ "$hits" -ge 15800 ]
+ok $? "plan hits $hits >= 15,800 (misses $misses)"
+[ $((misses * 20)) -le $((hits + misses)) ]
+ok $? "plan misses $misses <= 5% of $((hits + misses)) planned requests"
 off=$("$O/stalloc-replay" --json --policy off "$tmp/moe.trace" |
 	python3 -c 'import json, sys
 print(json.load(sys.stdin)["peak_reserved_bytes"])')
