@@ -830,25 +830,31 @@ static void exit_forget(struct matcher *m)
 	m->exit_strong = m->exit_drift = m->exit_vary = false;
 }
 
+/* The size of the @i-th of the job's last @len requests (run_note()). */
+static uint64_t last_size(const struct matcher *m, uint32_t len, uint32_t i)
+{
+	return m->run_sizes[(m->run_head + MATCH_EXIT_RUN - len + i) %
+			    MATCH_EXIT_RUN];
+}
+
 /*
  * Were the job's last @len requests, all taken by dynamic positions, the
  * sizes of the @len static positions from the cursor, in order?
  */
 static bool took_block(const struct matcher *m, uint32_t len)
 {
-	uint32_t first = (m->run_head + MATCH_EXIT_RUN - len) % MATCH_EXIT_RUN;
 	bool vary = false;
 	uint32_t i;
 
 	if (len > m->run_len)
 		return false;
 	for (i = 0; i < len; i++) {
-		uint64_t size = m->run_sizes[(first + i) % MATCH_EXIT_RUN];
+		uint64_t size = last_size(m, len, i);
 		int32_t e = entry_at(m, m->cursor + i);
 
 		if (e < 0 || m->plan->ent[e].size != size)
 			return false;
-		vary |= size != m->run_sizes[first];
+		vary |= size != last_size(m, len, 0);
 	}
 	return vary;
 }
@@ -891,18 +897,17 @@ static bool pos_took(const struct matcher *m, uint32_t q, uint64_t size)
 static bool ends_at(const struct matcher *m, uint32_t k)
 {
 	uint32_t w = MATCH_RESYNC_LEN, i, fixed = 0;
-	uint32_t first = (m->run_head + MATCH_EXIT_RUN - w) % MATCH_EXIT_RUN;
 	bool vary = false;
 
 	if (m->run_len < w || k < w)
 		return false;
 	for (i = 0; i < w; i++) {
-		uint64_t size = m->run_sizes[(first + i) % MATCH_EXIT_RUN];
+		uint64_t size = last_size(m, w, i);
 
 		if (!pos_took(m, k - w + i, size))
 			return false;
 		fixed += entry_at(m, k - w + i) >= 0;
-		vary |= size != m->run_sizes[first];
+		vary |= size != last_size(m, w, 0);
 	}
 	return vary && 2 * fixed > w;
 }
