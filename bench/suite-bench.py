@@ -327,6 +327,10 @@ def cut(path, nlines, out):
 AUTO_ITERS = 3
 
 
+# --stamp: libstalloc's replays check that every allocation keeps its bytes
+STAMP = False
+
+
 def replay(build, policy, trace, plan, gran):
     cmd = [os.path.join(build, "stalloc-replay"), "--policy", policy,
            "--json"]
@@ -334,6 +338,8 @@ def replay(build, policy, trace, plan, gran):
         cmd += ["--plan", plan]
     if gran and policy in ("stalloc", "off", "auto"):
         cmd += ["--granularity", str(gran)]
+    if STAMP and policy in ("stalloc", "off", "auto"):
+        cmd += ["--stamp"]  # a lost byte fails the row (exit 1)
     env = dict(os.environ, STALLOC_AUTO_ITERS=str(AUTO_ITERS))
     # exit 2 with a report: the runtime dropped the plan that does not
     # fit and went on in off mode, as it would in a training job
@@ -683,9 +689,14 @@ def main():
                     "drawn at random (held out: see random_sweep())")
     ap.add_argument("--random-seed", type=int, default=1, metavar="S",
                     help="the draw's seed (1)")
+    ap.add_argument("--stamp", action="store_true",
+                    help="replay libstalloc's policies with --stamp: a "
+                    "row whose allocations lose bytes fails")
     ap.add_argument("build")
     ap.add_argument("shared")
     a = ap.parse_args()
+    global STAMP
+    STAMP = a.stamp
     for tool in ("stalloc-synth", "stalloc-plan", "stalloc-replay"):
         if not os.access(os.path.join(a.build, tool), os.X_OK):
             sys.stderr.write(f"suite-bench: {a.build}/{tool} is not built "

@@ -14,6 +14,7 @@ REPLAY_BIN := $(O)/stalloc-replay
 # Built by the Makefile's TOOL_RULE from tools/cli/stalloc-replay.c and:
 TOOL_NAMES += stalloc-replay
 stalloc-replay_SRCS := tools/cli/replay/setup.c tools/cli/replay/report.c \
+	tools/cli/replay/stamp.c \
 	$(REPLAY_MODEL_SRCS)
 stalloc-replay_HDRS := tools/cli/replay/tool.h $(REPLAY_MODEL_HDRS)
 

@@ -16,7 +16,7 @@ R=$O/stalloc-replay
 
 traces=$(ls "$SHARED"/workloads/cpu-torch/*.trace)
 nt=$(echo "$traces" | wc -l)
-echo "1..$((nt * 13 + 18))"
+echo "1..$((nt * 13 + 21))"
 
 # check-log TRACE LOG: every allocation served once, in order, with its
 # size, and no two live blocks overlapping.
@@ -59,12 +59,15 @@ field() { # field JSON NAME
 for t in $traces; do
 	name=$(basename "$t" .trace)
 	for p in stalloc off caching expandable; do
-		out=$("$R" --policy $p --json --addr-log "$tmp/$name.$p.log" "$t")
+		out=$("$R" --policy $p --json --stamp \
+			--addr-log "$tmp/$name.$p.log" "$t")
 		rc=$?
 		echo "$out" >"$tmp/$name.$p.json"
 		[ $rc = 0 ] && [ "$(field "$out" overlaps)" = 0 ] &&
-			[ "$(field "$out" failed_allocs)" = 0 ]
-		ok $? "$name/$p: replayed, no overlap, no failure (exit $rc)"
+			[ "$(field "$out" failed_allocs)" = 0 ] &&
+			[ "$(field "$out" lost_bytes)" = 0 ]
+		ok $? "$name/$p: replayed, no overlap, no failure, no lost" \
+			"byte (exit $rc)"
 		python3 "$tmp/check.py" "$t" "$tmp/$name.$p.log" >/dev/null
 		ok $? "$name/$p: address log checked independently"
 	done
@@ -95,6 +98,34 @@ done
 
 dense=$SHARED/workloads/cpu-torch/gpt-dense.trace
 moe=$SHARED/workloads/cpu-torch/gpt-moe.trace
+
+# --stamp catches memory shared or unmapped while live (planted faults)
+STALLOC_REPLAY_CLOBBER=share:5 "$R" --stamp --policy off "$dense" \
+	>/dev/null 2>"$tmp/err"
+[ $? = 1 ] && grep -q "allocation 4 .*lost its bytes.*allocation 5 wrote" \
+	"$tmp/err"
+ok $? "--stamp: a planted write of a later allocation: exit 1, both named"
+STALLOC_REPLAY_CLOBBER=unmap:5 "$R" --stamp --policy off "$dense" \
+	>/dev/null 2>"$tmp/err"
+[ $? = 1 ] && grep -q "allocation 4 .*unmapped while live" "$tmp/err"
+ok $? "--stamp: a planted unmap under a live allocation: exit 1, named"
+# an MoE rank planned from another routing seed lends the pool's idle
+# chunks to the dynamic region and maps them back all along
+L="--layers 4 --hidden 1024 --heads 8 --seq 2048 --micro-batches 4
+--stages 1 --recompute full --tp 2 --experts 8 --top-k 1 --imbalance 3
+--moe-every 2"
+# shellcheck disable=SC2086 # L is a list of options
+"$O/stalloc-synth" $L --seed 21 -o "$tmp/l21.trace" &&
+	"$O/stalloc-synth" $L --seed 56 -o "$tmp/l56.trace" &&
+	"$O/stalloc-plan" -o "$tmp/l21.plan" "$tmp/l21.trace" >/dev/null &&
+	j=$("$R" --stamp --json --plan "$tmp/l21.plan" "$tmp/l56.trace" \
+		2>/dev/null) &&
+	o=$("$R" --stamp --json --policy off "$tmp/l56.trace") &&
+	[ "$(field "$j" lost_bytes)" = 0 ] &&
+	[ "$(field "$j" driver_calls)" -gt \
+		$((4 * $(field "$o" driver_calls))) ]
+ok $? "--stamp: MoE lending the pool ($(field "$j" driver_calls) driver" \
+	"calls, off mode $(field "$o" driver_calls)): no allocation lost a byte"
 "$O/stalloc-plan" -o "$tmp/moe.plan" "$moe" >/dev/null
 ok $? "planned gpt-moe"
 

@@ -64,7 +64,7 @@ static const char usage[] =
 	"                      [--plan PLAN] [--json] [--addr-log FILE]\n"
 	"                      [--granularity BYTES] [--capacity BYTES]\n"
 	"                      [--max-split-size BYTES] [--cache-limit BYTES]\n"
-	"                      [--hold] TRACE\n"
+	"                      [--hold] [--stamp] TRACE\n"
 	"       stalloc-replay --compare [--device N] RECORD\n"
 	"\n"
 	"Replay TRACE's allocations and frees in order and report the peak\n"
@@ -94,6 +94,11 @@ static const char usage[] =
 	"                          gets it as STALLOC_PHYS_LIMIT\n"
 	"  -s, --max-split-size B  caching/expandable: PyTorch's\n"
 	"                          max_split_size_mb, in bytes (> 20M)\n"
+	"      --stamp             stalloc/off/auto: write each allocation's\n"
+	"                          ID into its memory and check it is intact\n"
+	"                          at its free (host backend or fake driver:\n"
+	"                          finds memory shared or unmapped while\n"
+	"                          live)\n"
 	"  -H, --hold              stay alive after the replay until SIGINT\n"
 	"                          or SIGTERM (stats stay queryable)\n"
 	"      --compare           RECORD (a PyTorch snapshot pickle or\n"
@@ -102,8 +107,8 @@ static const char usage[] =
 	"                          off and stalloc (runs stalloc-import)\n"
 	"  -h, --help              this text\n"
 	"\n"
-	"Sizes take K, M, G, T suffixes.  Exit status: 0 replayed, 1 overlap\n"
-	"or allocation failure, 2 usage or bad input.\n";
+	"Sizes take K, M, G, T suffixes.  Exit status: 0 replayed, 1 overlap,\n"
+	"allocation failure or lost bytes, 2 usage or bad input.\n";
 
 /* ------------------------------------------------------------ helpers */
 
@@ -336,12 +341,18 @@ static void on_alloc(struct replay *r, const struct stalloc_trace_event *e)
 		return;
 	}
 	rc->ok = true;
+	rc->live = true;
 	rc->start = addr;
 	rc->end = addr + e->size;
 	if (r->log)
 		fprintf(r->log, "%" PRIu64 " 0x%" PRIx64 " %" PRIu64 "\n",
 			e->id, addr, e->size);
 	check_overlap(r, rc);
+	if (r->a->stamp && is_lib(r)) {
+		if (e->id > r->max_id)
+			r->max_id = e->id;
+		stamp_put(r, rc);
+	}
 }
 
 static void on_free(struct replay *r, const struct stalloc_trace_event *e)
@@ -355,13 +366,26 @@ static void on_free(struct replay *r, const struct stalloc_trace_event *e)
 	r->frees++;
 	if (!rc->ok)
 		return;
+	rc->live = false;
 	if (rc->in_tree)
 		tdelete(rc, &r->tree, cmp_interval);
+	if (is_lib(r) && r->a->stamp)
+		stamp_check(r, rc, "before its free");
 	if (is_lib(r))
 		stalloc_free((void *)(uintptr_t)rc->start, rc->end - rc->start,
 			     rc->dev, (void *)(uintptr_t)e->stream);
 	else
 		cm_free(r->model[rc->dev], rc->blk);
+}
+
+/* --stamp: the allocations still live at the end keep their bytes too. */
+static void stamp_live(struct replay *r)
+{
+	size_t i;
+
+	for (i = 0; i < r->allocs; i++)
+		if (r->recs[i].live)
+			stamp_check(r, &r->recs[i], "at the end");
 }
 
 static void run(struct replay *r)
@@ -397,6 +421,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "max-split-size", required_argument, NULL, 's' },
 		{ "cache-limit", required_argument, NULL, 'l' },
 		{ "hold", no_argument, NULL, 'H' },
+		{ "stamp", no_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -461,6 +486,9 @@ static int parse_args(int argc, char **argv, struct args *a)
 			break;
 		case 'H':
 			a->hold = true;
+			break;
+		case 'T':
+			a->stamp = true;
 			break;
 		case 'h':
 			fputs(usage, stdout);
@@ -674,7 +702,13 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
+	if (a.stamp && stamp_init()) {
+		rc = 2;
+		goto out;
+	}
 	run(&r);
+	if (a.stamp && is_lib(&r))
+		stamp_live(&r);
 	if (r.log && fclose(r.log)) {
 		fprintf(stderr, "stalloc-replay: %s: %s\n", a.addr_log,
 			strerror(errno));
@@ -689,11 +723,14 @@ int main(int argc, char **argv)
 	else
 		print_summary(&r, &res);
 	fflush(stdout);
-	if (r.overlaps || r.failed || res.bad_frees) {
+	if (r.overlaps || r.failed || res.bad_frees || r.corrupt) {
 		fprintf(stderr,
 			"stalloc-replay: %s: %" PRIu64 " overlaps, %" PRIu64
-			" failed allocations, %" PRIu64 " refused frees\n",
-			a.trace, r.overlaps, r.failed, res.bad_frees);
+			" failed allocations, %" PRIu64
+			" refused frees, %" PRIu64
+			" allocations that lost bytes\n",
+			a.trace, r.overlaps, r.failed, res.bad_frees,
+			r.corrupt);
 		rc = 1;
 	} else if (res.plan_dropped) {
 		fprintf(stderr,

@@ -177,6 +177,8 @@ void print_json(const struct replay *r, const struct result *res)
 	       ", \"overlaps\": %" PRIu64 ", \"bad_frees\": %" PRIu64,
 	       r->allocs, r->frees, r->marks, r->failed, r->overlaps,
 	       res->bad_frees);
+	if (r->a->stamp)
+		printf(", \"lost_bytes\": %" PRIu64, r->corrupt);
 	printf(", \"peak_requested_bytes\": %" PRIu64
 	       ", \"peak_reserved_bytes\": %" PRIu64
 	       ", \"fragmentation\": %.6f, \"utilisation\": %.6f",
@@ -264,6 +266,8 @@ void print_summary(const struct replay *r, const struct result *res)
 	printf("%-16s %14" PRIu64 "\n", "host waits", res->waits);
 	printf("%-16s %14" PRIu64 "\n", "failed allocs", r->failed);
 	printf("%-16s %14" PRIu64 "\n", "overlaps", r->overlaps);
+	if (r->a->stamp)
+		printf("%-16s %14" PRIu64 "\n", "lost bytes", r->corrupt);
 	printf("%-16s %14.3f ms\n", "replay", r->ms);
 	if (res->has_peak) {
 		size_t i;

@@ -43,7 +43,7 @@ struct torch_rec {
 struct args {
 	const char *trace, *plan, *addr_log, *seg_log;
 	int policy;
-	bool json, hold;
+	bool json, hold, stamp;
 	uint64_t granularity, capacity, max_split;
 	const char *cache_limit;
 };
@@ -56,6 +56,7 @@ struct rec {
 	struct cm_block *blk;
 	bool ok; /* served (else it failed and its free is skipped) */
 	bool in_tree;
+	bool live; /* served and not yet freed */
 };
 
 /* Trace ID -> index of its live allocation; open addressing. */
@@ -85,6 +86,7 @@ struct replay {
 	bool plan_rejected; /* its check rejected it: the runtime runs off */
 	/* counters */
 	uint64_t allocs, frees, failed, overlaps, marks, iter_marks;
+	uint64_t corrupt, max_id; /* --stamp: allocations that lost bytes */
 	uint64_t hits_at_mark, steady_allocs;
 	/* driver calls at the last two "iteration" markers (libstalloc) */
 	uint64_t calls_at_mark, calls_before_mark;
@@ -120,6 +122,11 @@ int setup_stalloc(struct replay *r);
 int setup_models(struct replay *r);
 void read_torch_comment(struct replay *r);
 bool torch_comparable(const struct replay *r);
+
+/* tools/cli/replay/stamp.c */
+int stamp_init(void);
+void stamp_put(struct replay *r, const struct rec *rc);
+void stamp_check(struct replay *r, const struct rec *rc, const char *when);
 
 /* tools/cli/replay/report.c */
 void collect(const struct replay *r, struct result *res);
