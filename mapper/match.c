@@ -374,6 +374,8 @@ static bool reuse(struct matcher *m, const struct plan_dyn *d, uint64_t size,
 static int map_chunks(struct matcher *m, uint64_t lo, uint64_t hi,
 		      uint64_t *got)
 {
+	/* no lending chunk by chunk without dynamic positions: no end rule */
+	unsigned int whole = m->plan->nr_dyn ? 0 : VMM_WHOLE;
 	uint64_t c, end, g;
 	bool fine;
 	int err = 0;
@@ -387,7 +389,7 @@ static int map_chunks(struct matcher *m, uint64_t lo, uint64_t hi,
 			;
 		err = vmm_map_missing_flags(m->vmm, m->base + c * m->chunk,
 					    (end - c) * m->chunk,
-					    fine ? VMM_FINE : 0, &g);
+					    fine ? VMM_FINE : whole, &g);
 		*got += g;
 	}
 	m->busy_bytes = 0;

@@ -1104,6 +1104,47 @@ static void test_plan_lend_coarse(void **state)
 	assert_true(st.reserved_peak >= 24 * MB + 16 * MB);
 }
 
+/*
+ * A plan without dynamic positions never lends its slots' chunks one by
+ * one: its pool is mapped in segments as large as the vmm makes them, with
+ * no segment of their own for a slot's end chunks (VMM_WHOLE): the 24 MB
+ * pool (the 6 MB slot lies in it) takes 2 driver allocations of 20 and
+ * 4 MB, not 3 (2, 20 and 2 MB).
+ */
+static void whole_once(int k)
+{
+	void *a, *b;
+
+	(void)k;
+	a = stalloc_malloc(24 * MB, 0, NULL);
+	assert_non_null(a);
+	stalloc_free(a, 0, 0, NULL);
+	b = stalloc_malloc(6 * MB, 0, NULL);
+	assert_non_null(b);
+	stalloc_free(b, 0, 0, NULL);
+}
+
+static void test_plan_whole_segments(void **state)
+{
+	struct stalloc_plan_summary s;
+	struct stalloc_stats st;
+	char plan[256];
+	int k;
+
+	(void)state;
+	plan_from("whole", whole_once, NULL, plan, sizeof(plan), &s);
+	assert_int_equal(s.dynamic_requests, 0);
+	for (k = 0; k < 3; k++) {
+		stalloc_mark("iteration");
+		whole_once(k);
+	}
+	stalloc_stats(0, &st);
+	assert_int_equal(st.plan_hits, 6);
+	assert_true(st.reserved_peak <= 24 * MB);
+	assert_int_equal(st.driver_allocs, 2);
+	unlink(plan);
+}
+
 /* Auto mode: traced, planned in the background, switched to mid-run. */
 static void test_auto_mode(void **state)
 {
@@ -2494,6 +2535,7 @@ int main(int argc, char **argv)
 		MAPPER_TEST(test_plan_no_lend),
 		MAPPER_TEST(test_plan_lend_fine),
 		MAPPER_TEST(test_plan_lend_coarse),
+		MAPPER_TEST(test_plan_whole_segments),
 		MAPPER_TEST(test_plan_skipped),
 		MAPPER_TEST(test_plan_inserted_in_run),
 		MAPPER_TEST(test_plan_grown_in_run),

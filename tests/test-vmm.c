@@ -287,6 +287,43 @@ static void test_map_fine(void **state)
 	assert_int_equal(vmm_unmap(f->s, va_at(f, 20), 6 * f->chunk, 0), 0);
 }
 
+/*
+ * VMM_WHOLE: no segments of their own for the end chunks -- one segment per
+ * up to the segment size -- for a caller that unmaps the range whole.
+ */
+static void test_map_whole(void **state)
+{
+	struct fx *f = *state;
+	struct vmm_translation t;
+	struct vmm_stats st;
+	uint64_t per = vmm_segment_bytes(f->s) / f->chunk, n = per + 1;
+
+	assert_int_equal(
+		vmm_map_flags(f->s, va_at(f, 0), 5 * f->chunk, VMM_WHOLE), 0);
+	vmm_get_stats(f->s, &st);
+	assert_int_equal(st.segs_created, 1); /* not 1 + 3 + 1 */
+	assert_true(vmm_lookup(f->s, va_at(f, 4) + 4096, &t));
+	assert_int_equal(t.seg_va, va_at(f, 0));
+	assert_int_equal(t.seg_bytes, 5 * f->chunk);
+	assert_true(fx_fill(backend, va_at(f, 0), 5 * f->chunk, 9));
+	assert_true(fx_check(backend, va_at(f, 0), 5 * f->chunk, 9));
+	/* it still cannot be unmapped in part */
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 1), f->chunk, 0), -EBUSY);
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 0), 5 * f->chunk, 0), 0);
+	/* past the segment size: a full segment, then the rest */
+	if (n > 16)
+		return; /* small chunks: more than the space holds */
+	assert_int_equal(vmm_trim(f->s, 0), 0);
+	assert_int_equal(vmm_map_missing_flags(f->s, va_at(f, 10), n * f->chunk,
+					       VMM_WHOLE, NULL),
+			 0);
+	vmm_get_stats(f->s, &st);
+	assert_int_equal(st.segs_created, 1 + 2);
+	assert_true(vmm_lookup(f->s, va_at(f, 10), &t));
+	assert_int_equal(t.seg_bytes, per * f->chunk);
+	assert_int_equal(vmm_unmap(f->s, va_at(f, 10), n * f->chunk, 0), 0);
+}
+
 /* Expect @err from a call and nothing changed in the stats or driver. */
 #define EXPECT_REJECT(f, call, err)                            \
 	do {                                                   \
@@ -1074,6 +1111,7 @@ int main(int argc, char **argv)
 		T(test_alias),
 		T(test_pool_reuse_and_trim),
 		T(test_map_fine),
+		T(test_map_whole),
 		T(test_bad_input),
 		T(test_physical_limit),
 		T(test_mapping_runs),

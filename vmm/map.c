@@ -360,7 +360,7 @@ static int vmm_gather(struct vmm_space *s, uint64_t n, unsigned int flags,
 	}
 	err = vmm_make_room(s, left, n - left);
 	seg_max = flags & VMM_FINE ? 1 : s->seg_max;
-	edges = left >= 3 && seg_max > 1;
+	edges = left >= 3 && seg_max > 1 && !(flags & VMM_WHOLE);
 	while (!err && left) {
 		/* the end chunks alone: see vmm_edge_chunks */
 		if (edges && (!*nr_new || left == 1))

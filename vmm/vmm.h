@@ -139,6 +139,11 @@ struct vmm_mapping {
 #define VMM_SYNCED 0x1
 /* vmm_map_flags(): new memory in segments of one chunk each */
 #define VMM_FINE 0x2
+/*
+ * vmm_map_flags(): no segment of its own for the range's end chunks (the
+ * caller never unmaps the range but whole): fewer, larger segments
+ */
+#define VMM_WHOLE 0x8
 
 int vmm_space_create(const struct vmm_config *cfg, struct vmm_space **out);
 /*
