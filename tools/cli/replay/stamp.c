@@ -83,15 +83,14 @@ bad:
 }
 
 /*
- * Install the handler for faults during a check (SIGSEGV, SIGBUS); read
- * STALLOC_REPLAY_CLOBBER.
+ * The handler for faults during a check (SIGSEGV, SIGBUS), once: a fault
+ * outside a check takes the default action, and one inside takes the
+ * handler off (installed again for the next check).
  */
-int stamp_init(void)
+static int stamp_handler(void)
 {
 	struct sigaction sa;
 
-	if (clobber_parse())
-		return -1;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = stamp_fault;
 	sa.sa_flags = SA_NODEFER | SA_RESETHAND;
@@ -101,6 +100,12 @@ int stamp_init(void)
 		return -1;
 	}
 	return 0;
+}
+
+/* Read STALLOC_REPLAY_CLOBBER, install the fault handler. */
+int stamp_init(void)
+{
+	return clobber_parse() ?: stamp_handler();
 }
 
 static uint64_t stamp_of(uint64_t id)
@@ -165,7 +170,7 @@ static int guarded(const struct rec *rc, bool (*fn)(uint64_t, uint64_t))
 	stamp_armed = 1;
 	sig = sigsetjmp(stamp_env, 1);
 	if (sig) {
-		stamp_init(); /* SA_RESETHAND took it off */
+		stamp_handler(); /* SA_RESETHAND took it off */
 		return -1;
 	}
 	if (!each_pos(rc->start, rc->end, fn, stamp_of(rc->id))) {
