@@ -299,7 +299,7 @@ static int wait_use(struct matcher *m, uint64_t off, uint64_t size,
 }
 
 static int map_slot(struct matcher *m, uint64_t off, uint64_t size,
-		    void *stream);
+		    void *stream, bool whole);
 
 /*
  * The lowest offset in free range @rg where @size is away from live
@@ -357,7 +357,7 @@ static bool reuse(struct matcher *m, const struct plan_dyn *d, uint64_t size,
 			best_clear = c;
 		}
 	}
-	if (!found || map_slot(m, best, size, stream) ||
+	if (!found || map_slot(m, best, size, stream, false) ||
 	    wait_use(m, best, size, stream, false) ||
 	    !live_add(m, best, size, MATCH_REUSED))
 		return false;
@@ -368,20 +368,15 @@ static bool reuse(struct matcher *m, const struct plan_dyn *d, uint64_t size,
 /*
  * Map what is not mapped yet of pool chunks [lo, hi): runs of chunks under
  * the free ranges one chunk per driver allocation, the others as the vmm
- * cuts them (segs.c).  While it maps, lending leaves the whole range alone
- * (the shrinker is called once per run).
+ * cuts them (segs.c), with @flags.  The caller marks the range busy.
  */
 static int map_chunks(struct matcher *m, uint64_t lo, uint64_t hi,
-		      uint64_t *got)
+		      unsigned int flags, uint64_t *got)
 {
-	/* no lending chunk by chunk without dynamic positions: no end rule */
-	unsigned int whole = m->plan->nr_dyn ? 0 : VMM_WHOLE;
 	uint64_t c, end, g;
 	bool fine;
 	int err = 0;
 
-	m->busy_off = lo * m->chunk;
-	m->busy_bytes = (hi - lo) * m->chunk;
 	for (c = lo; c < hi && !err; c = end) {
 		fine = pool_chunk_fine(m, c);
 		for (end = c + 1; end < hi && pool_chunk_fine(m, end) == fine;
@@ -389,17 +384,47 @@ static int map_chunks(struct matcher *m, uint64_t lo, uint64_t hi,
 			;
 		err = vmm_map_missing_flags(m->vmm, m->base + c * m->chunk,
 					    (end - c) * m->chunk,
-					    fine ? VMM_FINE : whole, &g);
+					    fine ? VMM_FINE : flags, &g);
 		*got += g;
 	}
-	m->busy_bytes = 0;
 	return err;
 }
 
-/* Map the pool chunks under [off, off + size) not mapped yet. */
-static int map_slot(struct matcher *m, uint64_t off, uint64_t size,
-		    void *stream)
+/*
+ * The same for slot [@off, @off + @size) of a persistent entry (weights,
+ * optimizer state): live from the prologue to the end, it is never idle,
+ * so never lent, and its chunks need not be cut for lending.  The chunks
+ * it shares with its neighbours (its partly covered end chunks) get a
+ * segment of their own, so that lending can still take an idle
+ * neighbour's memory apart from it; the chunks wholly inside it go in as
+ * few segments as the vmm allows (VMM_WHOLE), not one more at each end.
+ */
+static int map_whole(struct matcher *m, uint64_t off, uint64_t size,
+		     uint64_t lo, uint64_t hi, uint64_t *got)
 {
+	int err = 0;
+
+	if (off % m->chunk && hi - lo > 1) {
+		err = map_chunks(m, lo, lo + 1, 0, got);
+		lo++;
+	}
+	if (!err && (off + size) % m->chunk && hi - lo > 1) {
+		err = map_chunks(m, hi - 1, hi, 0, got);
+		hi--;
+	}
+	return err ?: map_chunks(m, lo, hi, VMM_WHOLE, got);
+}
+
+/*
+ * Map the pool chunks under [off, off + size) not mapped yet (@whole: a
+ * persistent entry's).  While it maps, lending leaves the whole range alone
+ * (the shrinker is called once per run).
+ */
+static int map_slot(struct matcher *m, uint64_t off, uint64_t size,
+		    void *stream, bool whole)
+{
+	uint64_t lo = off / m->chunk,
+		 hi = (off + size + m->chunk - 1) / m->chunk;
 	uint64_t got = 0;
 	int err;
 
@@ -407,8 +432,11 @@ static int map_slot(struct matcher *m, uint64_t off, uint64_t size,
 	if (likely(m->mapped_bytes >= m->pool_bytes))
 		return 0;
 	m->ss->cur = ss_slot(m->ss, stream); /* the shrinker's (streams.h) */
-	err = map_chunks(m, off / m->chunk,
-			 (off + size + m->chunk - 1) / m->chunk, &got);
+	m->busy_off = lo * m->chunk;
+	m->busy_bytes = (hi - lo) * m->chunk;
+	err = whole ? map_whole(m, off, size, lo, hi, &got) :
+		      map_chunks(m, lo, hi, 0, &got);
+	m->busy_bytes = 0;
 	m->ss->cur = SS_MAX;
 	m->mapped_bytes += got;
 	return err;
@@ -555,7 +583,8 @@ static bool serve(struct matcher *m, int32_t e, void *stream, uint64_t *addr,
 	const struct plan_entry *pe = &m->plan->ent[e];
 
 	if (!range_free(m, pe->offset, pe->size) ||
-	    map_slot(m, pe->offset, pe->size, stream) ||
+	    map_slot(m, pe->offset, pe->size, stream,
+		     pe->cls == PLAN_PERSISTENT) ||
 	    wait_use(m, pe->offset, pe->size, stream, !m->ss->capture) ||
 	    !live_add(m, pe->offset, pe->size, (uint32_t)e))
 		return false;
