@@ -100,13 +100,11 @@ dense=$SHARED/workloads/cpu-torch/gpt-dense.trace
 moe=$SHARED/workloads/cpu-torch/gpt-moe.trace
 
 # --stamp catches memory shared or unmapped while live (planted faults)
-STALLOC_REPLAY_CLOBBER=share:5 "$R" --stamp --policy off "$dense" \
-	>/dev/null 2>"$tmp/err"
+"$R" --stamp-clobber share:5 --policy off "$dense" >/dev/null 2>"$tmp/err"
 [ $? = 1 ] && grep -q "allocation 4 .*lost its bytes.*allocation 5 wrote" \
 	"$tmp/err"
 ok $? "--stamp: a planted write of a later allocation: exit 1, both named"
-STALLOC_REPLAY_CLOBBER=unmap:5 "$R" --stamp --policy off "$dense" \
-	>/dev/null 2>"$tmp/err"
+"$R" --stamp-clobber unmap:5 --policy off "$dense" >/dev/null 2>"$tmp/err"
 [ $? = 1 ] && grep -q "allocation 4 .*unmapped while live" "$tmp/err"
 ok $? "--stamp: a planted unmap under a live allocation: exit 1, named"
 # an MoE rank planned from another routing seed lends the pool's idle

@@ -99,6 +99,9 @@ static const char usage[] =
 	"                          at its free (host backend or fake driver:\n"
 	"                          finds memory shared or unmapped while\n"
 	"                          live)\n"
+	"      --stamp-clobber share:ID|unmap:ID\n"
+	"                          --stamp, and plant a fault when ID is\n"
+	"                          handed out (the checker's own test)\n"
 	"  -H, --hold              stay alive after the replay until SIGINT\n"
 	"                          or SIGTERM (stats stay queryable)\n"
 	"      --compare           RECORD (a PyTorch snapshot pickle or\n"
@@ -422,6 +425,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "cache-limit", required_argument, NULL, 'l' },
 		{ "hold", no_argument, NULL, 'H' },
 		{ "stamp", no_argument, NULL, 'T' },
+		{ "stamp-clobber", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -489,6 +493,10 @@ static int parse_args(int argc, char **argv, struct args *a)
 			break;
 		case 'T':
 			a->stamp = true;
+			break;
+		case 'C':
+			a->stamp = true;
+			a->clobber = optarg;
 			break;
 		case 'h':
 			fputs(usage, stdout);
@@ -702,7 +710,7 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
-	if (a.stamp && stamp_init()) {
+	if (a.stamp && stamp_init(a.clobber)) {
 		rc = 2;
 		goto out;
 	}

@@ -23,7 +23,7 @@
  * a page per 64 KiB held at once.
  *
  * The checker's own test (tests/replay.sh) plants both faults with
- * STALLOC_REPLAY_CLOBBER=share:ID or unmap:ID: when allocation ID is
+ * --stamp-clobber share:ID or unmap:ID: when allocation ID is
  * handed out, the live allocation handed out before it gets ID's stamp
  * over its first one, or loses access to its first page (mprotect).
  *
@@ -57,10 +57,9 @@ static void stamp_fault(int sig)
 static enum { CLOBBER_NONE, CLOBBER_SHARE, CLOBBER_UNMAP } clobber;
 static uint64_t clobber_id;
 
-/* STALLOC_REPLAY_CLOBBER=share:ID|unmap:ID (the checker's own test). */
-static int clobber_parse(void)
+/* --stamp-clobber share:ID|unmap:ID (the checker's own test), or NULL. */
+static int clobber_parse(const char *v)
 {
-	const char *v = getenv("STALLOC_REPLAY_CLOBBER");
 	char *end;
 
 	if (!v || !*v)
@@ -76,8 +75,8 @@ static int clobber_parse(void)
 		return 0;
 bad:
 	fprintf(stderr,
-		"stalloc-replay: STALLOC_REPLAY_CLOBBER=%s: not "
-		"share:ID or unmap:ID\n",
+		"stalloc-replay: --stamp-clobber %s: not share:ID or "
+		"unmap:ID\n",
 		v);
 	return -1;
 }
@@ -102,10 +101,10 @@ static int stamp_handler(void)
 	return 0;
 }
 
-/* Read STALLOC_REPLAY_CLOBBER, install the fault handler. */
-int stamp_init(void)
+/* Take the fault to plant (@clobber, or NULL), install the handler. */
+int stamp_init(const char *clobber_arg)
 {
-	return clobber_parse() ?: stamp_handler();
+	return clobber_parse(clobber_arg) ?: stamp_handler();
 }
 
 static uint64_t stamp_of(uint64_t id)
@@ -181,7 +180,7 @@ static int guarded(const struct rec *rc, bool (*fn)(uint64_t, uint64_t))
 	return 0;
 }
 
-/* Plant the fault STALLOC_REPLAY_CLOBBER names on the last live one. */
+/* Plant the fault --stamp-clobber names on the last live one. */
 static void plant(struct replay *r, const struct rec *rc)
 {
 	long page = sysconf(_SC_PAGESIZE);

@@ -41,7 +41,7 @@ struct torch_rec {
 };
 
 struct args {
-	const char *trace, *plan, *addr_log, *seg_log;
+	const char *trace, *plan, *addr_log, *seg_log, *clobber;
 	int policy;
 	bool json, hold, stamp;
 	uint64_t granularity, capacity, max_split;
@@ -124,7 +124,7 @@ void read_torch_comment(struct replay *r);
 bool torch_comparable(const struct replay *r);
 
 /* tools/cli/replay/stamp.c */
-int stamp_init(void);
+int stamp_init(const char *clobber);
 void stamp_put(struct replay *r, const struct rec *rc);
 void stamp_check(struct replay *r, const struct rec *rc, const char *when);
 
