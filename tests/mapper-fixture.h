@@ -106,25 +106,28 @@ static inline void workload_iter(struct blk *live, size_t scale, bool extra,
 		stalloc_free(x, 0, 0, NULL);
 }
 
-/* Trace the workload, plan it, and leave the plan in @plan. */
-
-static inline void make_plan(char *plan, size_t len)
+/*
+ * Trace @w_bytes allocated first and kept, then four iterations of
+ * @iter; plan the trace (files named after @tag) and leave the plan in
+ * @plan, the runtime set to plan mode with it.
+ */
+static inline void plan_persistent(const char *tag, size_t w_bytes,
+				   void (*iter)(void), char *plan, size_t len)
 {
 	char pattern[256], trace[256];
 	struct stalloc_plan *p;
-	struct blk live[6];
 	void *w;
 	int k;
 
-	snprintf(pattern, sizeof(pattern), "%s/p-%%d.trace", dir);
-	snprintf(trace, sizeof(trace), "%s/p-0.trace", dir);
-	snprintf(plan, len, "%s/p.plan", dir);
+	snprintf(pattern, sizeof(pattern), "%s/%s-%%d.trace", dir, tag);
+	snprintf(trace, sizeof(trace), "%s/%s-0.trace", dir, tag);
+	snprintf(plan, len, "%s/%s.plan", dir, tag);
 	setenv("STALLOC_MODE", "trace", 1);
 	setenv("STALLOC_TRACE", pattern, 1);
-	w = stalloc_malloc(32 * MB, 0, NULL);
+	w = stalloc_malloc(w_bytes, 0, NULL);
 	for (k = 0; k < 4; k++) {
 		stalloc_mark("iteration");
-		workload_iter(live, 1, false, false);
+		iter();
 	}
 	stalloc_free(w, 0, 0, NULL);
 	stalloc_shutdown();
@@ -134,6 +137,19 @@ static inline void make_plan(char *plan, size_t len)
 	unlink(trace);
 	setenv("STALLOC_MODE", "plan", 1);
 	setenv("STALLOC_PLAN", plan, 1);
+}
+
+static inline void make_plan_iter(void)
+{
+	struct blk live[6];
+
+	workload_iter(live, 1, false, false);
+}
+
+/* Trace the workload, plan it, and leave the plan in @plan. */
+static inline void make_plan(char *plan, size_t len)
+{
+	plan_persistent("p", 32 * MB, make_plan_iter, plan, len);
 }
 
 /*

@@ -1123,31 +1123,13 @@ static void whole_iter(void)
 
 static void test_plan_whole_segments(void **state)
 {
-	char pattern[256], trace[256], plan[256];
-	struct stalloc_plan *p;
 	struct stalloc_stats st;
+	char plan[256];
 	void *w;
 	int k;
 
 	(void)state;
-	snprintf(pattern, sizeof(pattern), "%s/whole-%%d.trace", dir);
-	snprintf(trace, sizeof(trace), "%s/whole-0.trace", dir);
-	snprintf(plan, sizeof(plan), "%s/whole.plan", dir);
-	setenv("STALLOC_MODE", "trace", 1);
-	setenv("STALLOC_TRACE", pattern, 1);
-	w = stalloc_malloc(40 * MB, 0, NULL);
-	for (k = 0; k < 4; k++) {
-		stalloc_mark("iteration");
-		whole_iter();
-	}
-	stalloc_free(w, 0, 0, NULL);
-	stalloc_shutdown();
-	assert_int_equal(stalloc_plan_file(trace, NULL, &p), 0);
-	assert_int_equal(stalloc_plan_write(p, plan), 0);
-	stalloc_plan_free(p);
-	unlink(trace);
-	setenv("STALLOC_MODE", "plan", 1);
-	setenv("STALLOC_PLAN", plan, 1);
+	plan_persistent("whole", 40 * MB, whole_iter, plan, sizeof(plan));
 	w = stalloc_malloc(40 * MB, 0, NULL);
 	assert_non_null(w);
 	rb_stamp(w, 40 * MB, 5);
