@@ -65,7 +65,7 @@ for t in $traces; do
 		echo "$out" >"$tmp/$name.$p.json"
 		[ $rc = 0 ] && [ "$(field "$out" overlaps)" = 0 ] &&
 			[ "$(field "$out" failed_allocs)" = 0 ] &&
-			[ "$(field "$out" lost_bytes)" = 0 ]
+			[ "$(field "$out" lost_allocs)" = 0 ]
 		ok $? "$name/$p: replayed, no overlap, no failure, no lost" \
 			"byte (exit $rc)"
 		python3 "$tmp/check.py" "$t" "$tmp/$name.$p.log" >/dev/null
@@ -119,7 +119,7 @@ L="--layers 4 --hidden 1024 --heads 8 --seq 2048 --micro-batches 4
 	j=$("$R" --stamp --json --plan "$tmp/l21.plan" "$tmp/l56.trace" \
 		2>/dev/null) &&
 	o=$("$R" --stamp --json --policy off "$tmp/l56.trace") &&
-	[ "$(field "$j" lost_bytes)" = 0 ] &&
+	[ "$(field "$j" lost_allocs)" = 0 ] &&
 	[ "$(field "$j" driver_calls)" -gt \
 		$((4 * $(field "$o" driver_calls))) ]
 ok $? "--stamp: MoE lending the pool ($(field "$j" driver_calls) driver" \

@@ -143,7 +143,7 @@ struct vmm_mapping {
  * vmm_map_flags(): no segment of its own for the range's end chunks (the
  * caller never unmaps the range but whole): fewer, larger segments
  */
-#define VMM_WHOLE 0x8
+#define VMM_WHOLE 0x4
 
 int vmm_space_create(const struct vmm_config *cfg, struct vmm_space **out);
 /*

@@ -372,13 +372,14 @@ static void on_free(struct replay *r, const struct stalloc_trace_event *e)
 	rc->live = false;
 	if (rc->in_tree)
 		tdelete(rc, &r->tree, cmp_interval);
-	if (is_lib(r) && r->a->stamp)
-		stamp_check(r, rc, "before its free");
-	if (is_lib(r))
+	if (is_lib(r)) {
+		if (r->a->stamp)
+			stamp_check(r, rc, "before its free");
 		stalloc_free((void *)(uintptr_t)rc->start, rc->end - rc->start,
 			     rc->dev, (void *)(uintptr_t)e->stream);
-	else
+	} else {
 		cm_free(r->model[rc->dev], rc->blk);
+	}
 }
 
 /* --stamp: the allocations still live at the end keep their bytes too. */

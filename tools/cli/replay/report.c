@@ -178,7 +178,7 @@ void print_json(const struct replay *r, const struct result *res)
 	       r->allocs, r->frees, r->marks, r->failed, r->overlaps,
 	       res->bad_frees);
 	if (r->a->stamp)
-		printf(", \"lost_bytes\": %" PRIu64, r->corrupt);
+		printf(", \"lost_allocs\": %" PRIu64, r->corrupt);
 	printf(", \"peak_requested_bytes\": %" PRIu64
 	       ", \"peak_reserved_bytes\": %" PRIu64
 	       ", \"fragmentation\": %.6f, \"utilisation\": %.6f",
@@ -267,7 +267,7 @@ void print_summary(const struct replay *r, const struct result *res)
 	printf("%-16s %14" PRIu64 "\n", "failed allocs", r->failed);
 	printf("%-16s %14" PRIu64 "\n", "overlaps", r->overlaps);
 	if (r->a->stamp)
-		printf("%-16s %14" PRIu64 "\n", "lost bytes", r->corrupt);
+		printf("%-16s %14" PRIu64 "\n", "lost allocs", r->corrupt);
 	printf("%-16s %14.3f ms\n", "replay", r->ms);
 	if (res->has_peak) {
 		size_t i;

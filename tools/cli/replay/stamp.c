@@ -164,20 +164,16 @@ static bool same(uint64_t pos, uint64_t v)
 /* Run @fn over @rc's stamps; a fault becomes -1, a changed stamp 1. */
 static int guarded(const struct rec *rc, bool (*fn)(uint64_t, uint64_t))
 {
-	int sig;
+	bool intact;
 
 	stamp_armed = 1;
-	sig = sigsetjmp(stamp_env, 1);
-	if (sig) {
+	if (sigsetjmp(stamp_env, 1)) {
 		stamp_handler(); /* SA_RESETHAND took it off */
 		return -1;
 	}
-	if (!each_pos(rc->start, rc->end, fn, stamp_of(rc->id))) {
-		stamp_armed = 0;
-		return 1;
-	}
+	intact = each_pos(rc->start, rc->end, fn, stamp_of(rc->id));
 	stamp_armed = 0;
-	return 0;
+	return !intact;
 }
 
 /* Plant the fault --stamp-clobber names on the last live one. */
